@@ -504,6 +504,11 @@ def _allowed(schema: Mapping[str, Any], *, open_names: bool = True) -> list[str]
         schema = _resolve(schema, schema)
         if isinstance(schema, dict) and "properties" not in schema:
             schema = {**schema, "properties": _branch_names(schema, schema)}
+    elif not schema.keys().isdisjoint(("allOf", "anyOf", "oneOf")) and isinstance(
+            schema["properties"], dict):  # names only a branch defines are arguments too
+        schema = {**schema, "properties": {
+            **schema["properties"], **{k: v for k, v in _branch_names(schema, schema).items()
+                                       if k not in schema["properties"]}}}
     if not isinstance(schema, dict):
         return []
     named = schema.get("required")
@@ -771,9 +776,24 @@ def _error_lines(errors: Any) -> list[str]:
         message = err.message
         if err.validator == "enum" and isinstance(err.validator_value, list):
             message = f"{_shown(err.instance)} is not {one_of(err.validator_value)}"
+        elif err.validator in ("anyOf", "oneOf") and err.context:
+            message = f"{message}; {_forms(err)}"
         text = f"{err.json_path}: {message}"
         lines.append(text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…")
     return lines
+
+
+def _forms(err: Any) -> str:
+    """What each branch of a failed ``anyOf``/``oneOf`` missed (its first error), so that
+    the model reads what would fit, not only that nothing did."""
+    firsts: dict[Any, str] = {}
+    for sub in err.context:
+        branch = sub.relative_schema_path[0] if sub.relative_schema_path else None
+        if branch not in firsts:
+            where = "" if sub.json_path == err.json_path else f"{sub.json_path}: "
+            firsts[branch] = where + sub.message
+    return "the forms it may take, and what each missed: " + "; ".join(
+        f"{i}. {text}" for i, text in enumerate(firsts.values(), 1))
 
 
 def value_problems(tool: str, schema: Mapping[str, Any], value: Any) -> list[str]:

@@ -62,12 +62,18 @@ def _guess_style(doc: str) -> str:
     return found[0] if len(found) == 1 else "AUTO"
 
 
-# docstring-parser's Google sections (`GoogleParser`'s defaults), the parameter lists first
+# docstring-parser's Google sections (`GoogleParser`'s defaults, and the parameter lists
+# Google's style guide and napoleon name besides, `_GOOGLE_MORE_PARAMS`)
 _GOOGLE_TITLE = re.compile(
-    r"^(Arguments|Args|Parameters|Params|Raises|Exceptions|Except|Attributes|Example|Examples|"
+    r"^(Arguments|Args|Parameters|Params|Keyword Args|Keyword Arguments|Kwargs|"
+    r"Other Parameters|Raises|Exceptions|Except|Attributes|Example|Examples|"
     r"Returns|Yields):[ \t\r\f\v]*$", re.M
 )
-_GOOGLE_PARAMS = frozenset({"Arguments", "Args", "Parameters", "Params"})
+_GOOGLE_MORE_PARAMS = ("Keyword Args", "Keyword Arguments", "Kwargs", "Other Parameters")
+_GOOGLE_PARAMS = frozenset({"Arguments", "Args", "Parameters", "Params", *_GOOGLE_MORE_PARAMS})
+_ROLE = re.compile(r":(?:[\w-]+:)?[\w-]+:`[~!]?([^`]*)`")
+"""A Sphinx role (``:obj:`int```, ``:class:`~a.B```): its text is what it says, and the
+colons inside it broke a Google entry (``y (:obj:`int`, optional): ...`` lost its text)."""
 _NOT_INDENTED = re.compile(r"\n\S")
 _GOOGLE_NAMED_RETURN = re.compile(r"(\s*[^:\s]+:)|([^:]*\]:.*)")
 """docstring-parser's ``MULTIPLE_PATTERN``: a Returns section that starts ``name:``."""
@@ -136,8 +142,20 @@ def _google_params(doc: str) -> ParsedDocstring | None:
             if before:
                 params[before.lstrip("*")] = desc.strip()
     return ParsedDocstring(
-        description=_clean_description(description), params=params, returns=returns
+        description=_clean_description(description), params=_each_name(params), returns=returns
     )
+
+
+def _each_name(params: dict[str, str]) -> dict[str, str]:
+    """``params`` with an entry for several names (NumPy's ``x, y : int``) given to each."""
+    if not any("," in name for name in params):
+        return params
+    out: dict[str, str] = {}
+    for names, desc in params.items():
+        for name in names.split(","):
+            if name.strip():
+                out[name.strip().lstrip("*")] = desc
+    return out
 
 
 def _google_returns(part: str) -> str:
@@ -187,9 +205,10 @@ def _parser(style: str) -> Any:
     builds a parser (its sections and their regular expression) on every docstring, and a
     parser keeps nothing of what it parsed."""
     if style == "GOOGLE":
-        from docstring_parser.google import GoogleParser
+        from docstring_parser.google import DEFAULT_SECTIONS, GoogleParser, Section, SectionType
 
-        return GoogleParser()
+        return GoogleParser([*DEFAULT_SECTIONS, *(
+            Section(title, "param", SectionType.MULTIPLE) for title in _GOOGLE_MORE_PARAMS)])
     if style == "NUMPYDOC":
         from docstring_parser.numpydoc import NumpydocParser
 
@@ -209,6 +228,8 @@ def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
         )
     if not doc or not doc.strip():
         return ParsedDocstring()
+    if ":`" in doc:
+        doc = _ROLE.sub(r"\1", doc)
     chosen = _STYLES[style]
     if chosen == "AUTO":
         chosen = _guess_style(doc)
@@ -237,7 +258,9 @@ def _parsed(doc: str, chosen: str) -> ParsedDocstring:
         p.arg_name.lstrip("*"): (p.description or "").strip()
         for p in parsed.params
         if p.arg_name and p.args and p.args[0] in ("param", "parameter", "arg", "argument",
-                                                    "key", "keyword", "attribute")
+                                                    "key", "keyword", "attribute",
+                                                    "other_param")
     }
     returns = (parsed.returns.description or "").strip() if parsed.returns else ""
-    return ParsedDocstring(description=_clean_description(text), params=params, returns=returns)
+    return ParsedDocstring(description=_clean_description(text), params=_each_name(params),
+                           returns=returns)

@@ -10,9 +10,15 @@ from pydantic import ConfigDict, create_model
 __all__ = ("schema_problems",)
 
 _WAY_OUT = (
-    "use str, int, float, bool, a list or dict of them, an Enum, a pydantic model or a "
-    "dataclass; or bind it with functools.partial, so that the model neither sees nor gives it"
+    "use str, int, float, bool, a list or dict of them, an Enum, a pydantic model, a "
+    "dataclass or a TypedDict; or bind it with functools.partial, so that the model neither "
+    "sees nor gives it"
 )
+_OLD_TYPED_DICT = (
+    "a typing.TypedDict, which pydantic reads only on Python 3.12 and later; define it with "
+    "typing_extensions.TypedDict (the same class, with Required and NotRequired too)"
+)
+"""pydantic's ``typed-dict-version`` error: the type is fine, its spelling is not."""
 
 
 def _type_name(annotation: Any) -> str:
@@ -38,10 +44,13 @@ def schema_problems(
         try:  # one field at a time: pydantic's error names the type, never the parameter
             field: Any = make_field(*spec)
             create_model("probe", __config__=config, **{internal: field}).model_json_schema()
-        except Exception:
+        except Exception as exc:
+            advice = _WAY_OUT
+            if getattr(exc, "code", None) == "typed-dict-version":
+                advice = f"it is or holds {_OLD_TYPED_DICT}"
             problems.append(
                 f"parameter {public.get(internal, internal)!r}: its type "
-                f"{_type_name(spec[0])} has no JSON Schema; {_WAY_OUT}"
+                f"{_type_name(spec[0])} has no JSON Schema; {advice}"
             )
     if problems:
         return problems

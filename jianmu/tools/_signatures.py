@@ -13,7 +13,7 @@ from typing import Any
 from jianmu.tools._hints import has_own_signature, may_annotate, module_globals, plain_hints
 
 __all__ = ("is_coroutine_function", "is_generator_function", "may_inject_any", "read_signature",
-           "resolve_hints", "unwrap")
+           "resolve_hints", "unbound_method_problem", "unwrap")
 
 
 def unwrap(fn: Any, stop: Callable[[Any], bool] | None = None) -> Any:
@@ -148,3 +148,12 @@ def may_inject_any(fn: Callable[..., Any], names: Mapping[str, Any]) -> bool:
     code = fn.__code__
     return bool(fn.__annotations__) and not names.keys().isdisjoint(
         code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+
+
+def unbound_method_problem(fn: Any, first: str, name: str) -> str:
+    """Why a tool of ``fn``, a method read from its class, cannot run: no call gives its
+    ``first`` parameter (``self``); the instance to take it from instead."""
+    where = getattr(fn, "__qualname__", name)
+    owner = where.rsplit(".", 1)[0] if "." in where else "TheClass"
+    return (f"{where} is a method read from its class, so no call gives its {first!r}; take "
+            f"the tool from an instance ({owner}().{getattr(fn, '__name__', name)})")

@@ -24,6 +24,7 @@ Derived defaults (documented once, here):
 from __future__ import annotations
 
 import abc
+import copy
 import functools
 import importlib
 import inspect
@@ -44,7 +45,12 @@ from jianmu.tools import _arguments
 from jianmu.tools._array_enums import with_item_enums
 from jianmu.tools._definitions import openai_function, read_function
 from jianmu.tools._schema_shape import check_given_schema, not_an_object
-from jianmu.tools._signatures import is_coroutine_function, may_inject_any, unwrap
+from jianmu.tools._signatures import (
+    is_coroutine_function,
+    may_inject_any,
+    unbound_method_problem,
+    unwrap,
+)
 from jianmu.tools.schema import (
     FunctionSchema,
     InjectedParam,
@@ -657,6 +663,8 @@ class FunctionTool(Tool):
     _explicit_input: bool
     _explicit_output: dict[str, Any] | None
     _exact: _arguments.SchemaArguments | None
+    method_bound: bool = False
+    """Whether ``fn`` is a method bound by `__get__` (its ``self`` given)."""
 
     def __init__(
         self,
@@ -728,6 +736,28 @@ class FunctionTool(Tool):
     def function_schema(self) -> FunctionSchema:
         """The schema and validator derived from the function's signature."""
         return self._schema
+
+    def __get__(self, instance: Any, owner: type | None = None) -> FunctionTool:
+        """``@tool`` on a method in a class body, read from an instance: the tool of the method
+        bound to it, kept in the instance's ``__dict__`` under the method's name."""
+        if instance is None or self._schema.method_self is None or self.method_bound:
+            return self
+        bound = copy.copy(self)
+        _assign(bound, {"_fn": self._fn.__get__(instance, owner), "method_bound": True})
+        if self._schema.is_async:
+            bound.run = bound._run_async  # type: ignore[method-assign]
+        name = self.__dict__.get("_jm_attribute")
+        if name and isinstance(getattr(instance, "__dict__", None), dict):
+            instance.__dict__[name] = bound
+        return bound
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        object.__setattr__(self, "_jm_attribute", name)
+
+    def unbound_problem(self) -> str | None:
+        """Why no call could run: a method read from its class, whose ``self`` nobody gives."""
+        first = None if self.method_bound else self._schema.method_self
+        return None if first is None else unbound_method_problem(self._fn, first, self.name)
 
     def run(self, /, *args: Any, **kwargs: Any) -> Any:
         """Call the function (positional-only parameters are passed by position)."""

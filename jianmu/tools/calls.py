@@ -13,6 +13,7 @@ reach a tool that a rule written for its real name denies.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import json
 import math
@@ -36,6 +37,7 @@ __all__ = (
     "ToolResult",
     "builtin_aliases",
     "check_tool_name",
+    "decode_arguments",
     "decode_container",
     "is_tool_name",
     "name_key",
@@ -162,7 +164,7 @@ TOO_DEEP = f"<arguments nested deeper than {MAX_ARGUMENT_NESTING} levels>"
 """What stands for arguments given as objects nested too deep (their text may not be made)."""
 
 
-def _decode_arguments(raw: Any) -> Any:
+def decode_arguments(raw: Any) -> Any:
     """Decode JSON-string arguments; keep the raw string when it is not JSON, or nests past
     `MAX_ARGUMENT_NESTING`."""
     if raw is None:
@@ -175,6 +177,11 @@ def _decode_arguments(raw: Any) -> Any:
             decoded = json.loads(text)
         except (ValueError, RecursionError):  # nested past Python's stack: not usable JSON
             return raw
+        if type(decoded) is str and decoded.lstrip().startswith("{"):
+            # the object encoded twice, as a JSON string (some models and proxies send that):
+            # decoded here, so every later step (the guard's rules too) reads what runs
+            twice = decode_arguments(decoded)
+            return twice if type(twice) is dict else decoded
         # nesting N deep takes 2N brackets: a short text cannot (most calls' arguments)
         if len(text) > 2 * MAX_ARGUMENT_NESTING and not nests_within(
             decoded, MAX_ARGUMENT_NESTING
@@ -268,7 +275,7 @@ class ToolCall:
         call_id = data.get("id", data.get("tool_call_id", data.get("call_id")))
         return cls(
             name=name,
-            arguments=_decode_arguments(raw_args),
+            arguments=decode_arguments(raw_args),
             id=str(call_id) if call_id not in (None, "") else new_call_id(),
         )
 
@@ -426,7 +433,34 @@ def render_output(value: Any) -> str:
             return value.decode("utf-8", errors="replace")
         return _ENCODER.encode(value)
     except Exception:  # not JSON, nested past the stack, an int past the digits limit
+        pass
+    try:  # a dict key JSON has not (a tuple, a date, an enum member): written as text
+        return _ENCODER.encode(_text_keys(value))
+    except Exception:
         return printable(value)
+
+
+_JSON_KEYS = (str, int, float, bool, type(None))
+
+
+def _text_keys(value: Any) -> Any:
+    """``value`` with each dict key JSON cannot hold written as text: an enum member as its
+    value, a date or time in ISO form, anything else as ``str`` gives it. Only dicts, lists and
+    tuples are walked (an iterator is never drawn); nested past the stack it raises."""
+    if isinstance(value, Mapping):
+        return {_text_key(k): _text_keys(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_text_keys(v) for v in value]
+    return value
+
+
+def _text_key(key: Any) -> Any:
+    if type(key) in _JSON_KEYS:
+        return key
+    if isinstance(key, enum.Enum) and type(key.value) in _JSON_KEYS:
+        return key.value
+    iso = getattr(key, "isoformat", None)
+    return iso() if callable(iso) else printable(key)
 
 
 def _jsonable(value: Any) -> Any:

@@ -37,6 +37,7 @@ from jianmu.tools.calls import (
     ToolResult,
     builtin_aliases,
     check_tool_name,
+    decode_arguments,
     name_key,
     nests_within,
     not_json_message,
@@ -681,6 +682,10 @@ class ToolSet:
                 tool=shown_name(name), ok=False, call_id=call_id, duration_ms=0.0,
                 error=unknown_tool_text(name, self.names()),
             )
+        if isinstance(args, str) and not found.wraps_input:
+            decoded = decode_arguments(args)  # as a model's call is read (`ToolCall`): an
+            if type(decoded) is dict:  # object encoded twice, as a JSON string, is the object
+                args = decoded
         refused = _refuse_text_arguments(found, args)
         if refused is not None:  # as the executor does: the model must send a JSON object
             return ToolResult(
@@ -747,9 +752,12 @@ class ToolRegistry:
 
         Raises:
             ToolValidationError: the name is not a valid tool name.
-            ToolDefinitionError: an injected parameter shadows a schema property.
+            ToolDefinitionError: an injected parameter shadows a schema property, or the tool
+                is a method read from its class (no call would give its ``self``).
         """
         tool.injection()  # an injected parameter may not shadow a schema property
+        if isinstance(tool, FunctionTool) and (problem := tool.unbound_problem()) is not None:
+            raise ToolDefinitionError(tool.name, [problem])
         key = _key(tool)
         old = self._tools.get(key)
         if old is not None and old.name != tool.name:

@@ -35,7 +35,12 @@ from jianmu.tools._hints import described, partial_parts
 from jianmu.tools._signatures import is_coroutine_function, is_generator_function, unwrap
 from jianmu.tools._signatures import read_signature as _signature
 from jianmu.tools._signatures import resolve_hints as _resolve_hints
-from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
+from jianmu.tools.calls import (
+    decode_container,
+    non_finite_at,
+    non_finite_problem,
+    single_argument,
+)
 
 __all__ = (
     "FunctionSchema",
@@ -88,7 +93,10 @@ def has_field_info(annotation: Any) -> bool:
 
 
 def plain_json(value: Any) -> bool:
-    return value is None or type(value) in (bool, int, float, str)
+    """A default the fast path writes as it is: JSON's own, and a float JSON can write (NaN or
+    an infinity goes by the model path, which leaves it out of the schema)."""
+    kind = type(value)
+    return value is None or kind in (bool, int, str) or (kind is float and value - value == 0)
 
 
 def _has_refs(schema: Any) -> bool:
@@ -371,8 +379,12 @@ class FunctionSchema:
         param_descriptions: dict[str, str],
         plan: ArgumentPlan | None = None,
         validator: Callable[[], SchemaValidator | None] | None = None,
+        method_self: str | None = None,
     ) -> None:
         self.name = name
+        self.method_self = method_self
+        """The first parameter (``self``), left out of the schema, of a method read from its
+        class: no call gives it unless an instance binds it (`FunctionTool.__get__`)."""
         self._plan = plan
         self._validator: SchemaValidator | Callable[[], SchemaValidator | None] | None = validator
         self.description = description
@@ -738,6 +750,7 @@ def function_schema(
     injected: list[InjectedParam] = []
     positional: list[str] = []
     var_kw = False
+    method_self: str | None = None
     declared = frozenset(injected_names)
     unknown = declared - {
         p.name for p in sig.parameters.values()
@@ -762,6 +775,8 @@ def function_schema(
             continue
         if (index == 0 and pname in ("self", "cls") and not inspect.ismethod(target)) or (
                 pname in bound):
+            if pname not in bound:
+                method_self = pname
             continue
         has_default = param.default is not inspect.Parameter.empty
         if pname in failed:
@@ -836,6 +851,8 @@ def function_schema(
         try:
             model = build_model()
             parameters = strip_titles(model.model_json_schema(by_alias=True))
+            if non_finite_at(parameters) is not None:
+                drop_non_finite_defaults(parameters)
         except Exception as exc:  # pydantic's errors name a type, not the parameter
             from jianmu.tools._schema_problems import schema_problems
 
@@ -863,6 +880,7 @@ def function_schema(
         param_descriptions=dict(doc.params),
         plan=ArgumentPlan.of(fast) if fast is not None else None,
         validator=functools.partial(typed_dict_validator, fast) if fast is not None else None,
+        method_self=method_self,
     )
 
 
@@ -885,6 +903,28 @@ def _auto_titles(name: str) -> tuple[str, ...]:
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else")
+
+
+def drop_non_finite_defaults(schema: Any) -> None:
+    """Remove, in place, each ``default`` JSON cannot write (NaN, an infinity: ``float("inf")``
+    as "no limit"): a model API refuses every request offering a schema that holds one. The
+    parameter stays optional, and its default is still what a call that leaves it out gets."""
+    if not isinstance(schema, dict):
+        return
+    if "default" in schema and non_finite_at(schema["default"]) is not None:
+        del schema["default"]
+    for key in _SCHEMA_MAPS:
+        sub = schema.get(key)
+        if isinstance(sub, dict):
+            for value in sub.values():
+                drop_non_finite_defaults(value)
+    for key in _SCHEMA_LISTS:
+        sub = schema.get(key)
+        if isinstance(sub, list):
+            for value in sub:
+                drop_non_finite_defaults(value)
+    for key in _SCHEMA_ONE:
+        drop_non_finite_defaults(schema.get(key))
 
 
 def strip_titles(schema: Any, _auto: tuple[str, ...] = ()) -> Any:

@@ -26,6 +26,7 @@ __all__ = (
     "SPEC_FIELDS",
     "ToolSpec",
     "check_definition",
+    "offered_parameters",
     "strip_titles",
     "structural_problems",
     "to_mcp_annotations",
@@ -94,9 +95,10 @@ class ToolSpec(BaseModel):
     """Parameters the runtime fills, never the model."""
 
     def to_schema(self) -> dict[str, Any]:
-        """``{"name", "description", "parameters"}`` for LLM function calling."""
+        """``{"name", "description", "parameters"}`` for LLM function calling (the parameters
+        as `offered_parameters` gives them)."""
         return {"name": self.name, "description": self.description,
-                "parameters": self.parameters}
+                "parameters": offered_parameters(self.parameters)}
 
     def to_openai(self, *, strict: bool = False) -> dict[str, Any]:
         """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
@@ -107,14 +109,14 @@ class ToolSpec(BaseModel):
         """
         function = self.to_schema()
         if strict:
-            function["parameters"] = to_strict_schema(self.parameters, tool=self.name)
+            function["parameters"] = to_strict_schema(function["parameters"], tool=self.name)
             function["strict"] = True
         return {"type": "function", "function": function}
 
     def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic tool definition: ``{"name", "description", "input_schema"}``."""
         return {"name": self.name, "description": self.description,
-                "input_schema": self.parameters}
+                "input_schema": offered_parameters(self.parameters)}
 
     def to_mcp(self) -> dict[str, Any]:
         """An MCP tool definition (a plain dict); annotations follow from the category."""
@@ -182,6 +184,55 @@ def to_mcp_annotations(
     }
 
 
+# -- what a model is offered ----------------------------------------------------------------
+
+_ROOT_REFUSED = frozenset({"allOf", "anyOf", "oneOf", "enum", "const"})
+"""What OpenAI and Anthropic refuse at the root of a tool's schema, for every request that
+offers the tool ("schema must have type 'object' and not have 'oneOf'/'anyOf'/'allOf'/'enum'/
+'not' at the top level"; "input_schema does not support oneOf, allOf, or anyOf at the top
+level"). MCP servers write them for "give at least one of these". A root ``not`` is sent as
+given."""
+
+
+def offered_parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """The object schema a model is offered: ``parameters`` itself, unless its root holds
+    what the APIs refuse (`_ROOT_REFUSED`). Then those keywords go, each ``allOf``, ``anyOf``
+    or ``oneOf`` branch's properties join the root's (a name two branches give differently
+    as ``anyOf`` of both), and an ``allOf`` branch's required names the root's; what they
+    said beyond that only narrowed the arguments, which the tool still checks by its whole
+    schema, so a call that misses it is told why."""
+    if parameters.keys().isdisjoint(_ROOT_REFUSED):
+        return parameters
+    out = {k: v for k, v in parameters.items() if k not in _ROOT_REFUSED}
+    props = dict(out.get("properties") or {})
+    required = [r for r in out.get("required") or () if isinstance(r, str)]
+    defs = parameters.get("$defs") or {}
+    for key in ("allOf", "anyOf", "oneOf"):
+        branches = parameters.get(key)
+        for branch in branches if isinstance(branches, list) else ():
+            ref = branch.get("$ref") if isinstance(branch, dict) else None
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+                branch = defs.get(ref[len("#/$defs/"):])
+            if not isinstance(branch, dict) or not isinstance(branch.get("properties"), dict):
+                continue
+            for name, sub in branch["properties"].items():
+                known = props.get(name)
+                if known is None:
+                    props[name] = sub
+                    continue
+                alternatives = known["anyOf"] if isinstance(known, dict) and list(known) == [
+                    "anyOf"] and isinstance(known["anyOf"], list) else [known]
+                if sub not in alternatives:
+                    props[name] = {"anyOf": [*alternatives, sub]}
+            if key == "allOf":
+                required += [r for r in branch.get("required") or ()
+                             if isinstance(r, str) and r not in required]
+    out["properties"] = props
+    if required:
+        out["required"] = required
+    return out
+
+
 # -- strict export -------------------------------------------------------------------------
 
 
@@ -198,6 +249,20 @@ def _nullable(schema: Any, root: Mapping[str, Any]) -> Any:
     return out
 
 
+_STRICT_FORMATS = frozenset({
+    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+})
+"""The string formats OpenAI strict mode takes; it refuses the request for any other
+("'path' is not a valid format"), such as pydantic's ``path`` or ``binary``."""
+_STRICT_LOOSENED = frozenset({
+    "uniqueItems", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
+    "propertyNames",
+})
+"""Keywords OpenAI strict mode refuses ("'uniqueItems' is not permitted") that only narrow a
+value: left out of the strict schema, still checked when a call's arguments are validated."""
+_STRICT_DROPPED = _STRICT_LOOSENED | {"default"}
+
+
 def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str]) -> Any:
     if node is True or node is False:  # a boolean schema: any value, or none
         problems.append(
@@ -208,14 +273,16 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
         return node
     if not isinstance(node, dict):
         return node
-    node = {k: v for k, v in node.items() if k != "default"}
+    node = {k: v for k, v in node.items() if k not in _STRICT_DROPPED}
+    if isinstance(node.get("format"), str) and node["format"] not in _STRICT_FORMATS:
+        del node["format"]
     if "oneOf" in node:  # strict mode knows anyOf only; every branch here is disjoint anyway
         node["anyOf"] = node.pop("oneOf")
     for key in ("anyOf", "allOf"):
         if key in node:
             node[key] = [_strict(s, where, root, problems) for s in node[key]]
     if "$ref" in node:
-        return node
+        return _strict_ref(node, where, root, problems)
     types = schema_types(node, root)
     if "any" in types and not any(k in node for k in ("anyOf", "allOf", "enum", "const")):
         problems.append(
@@ -259,7 +326,52 @@ def _strict(node: Any, where: str, root: Mapping[str, Any], problems: list[str])
     if isinstance(node.get("prefixItems"), list):
         node["prefixItems"] = [_strict(s, f"{where}[]", root, problems)
                                for s in node["prefixItems"]]
+        _strict_tuple(node, where, problems)
     return node
+
+
+_NOTES = frozenset({"description", "title", "examples", "$comment", "deprecated"})
+"""Keywords that say something of a value without narrowing it."""
+
+
+def _strict_ref(node: dict[str, Any], where: str, root: Mapping[str, Any],
+                problems: list[str]) -> Any:
+    """A ``$ref`` as strict mode takes it: alone ("$ref cannot have keywords
+    {'description'}", which pydantic writes for every described model or enum parameter), so
+    a definition referred to with a description is written in place, the description kept."""
+    ref = node["$ref"]
+    if node.keys() <= {"$ref"} or not node.keys() - {"$ref"} <= _NOTES or not (
+            isinstance(ref, str) and ref.startswith("#/$defs/")):
+        return node
+    name = ref[len("#/$defs/"):]
+    target = (root.get("$defs") or {}).get(name)
+    inlining: set[str] = root["inlining"]
+    if not isinstance(target, dict) or "$ref" in target:
+        return node
+    if name in inlining:  # a model's field of its own type, described: the $ref alone
+        return {"$ref": ref}
+    inlining.add(name)
+    try:
+        return _strict({**target, **{k: v for k, v in node.items() if k != "$ref"}},
+                       where, root, problems)
+    finally:
+        inlining.discard(name)
+
+
+def _strict_tuple(node: dict[str, Any], where: str, problems: list[str]) -> None:
+    """A tuple's ``prefixItems`` as strict mode takes them: it refuses the keyword ("array
+    schema missing items"), so items all of one schema become ``items`` (the length stays in
+    ``minItems``/``maxItems``); items of different schemas cannot be said without it."""
+    first, *rest = node["prefixItems"] or [{}]
+    if "items" not in node and all(item == first for item in rest):
+        del node["prefixItems"]
+        node["items"] = first
+        return
+    problems.append(
+        f"{where} is a tuple of items of different types (prefixItems), which OpenAI strict "
+        "mode cannot express; take a list of one type or a pydantic model with named fields, "
+        "or export with to_openai(strict=False)"
+    )
 
 
 def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, Any]:
@@ -267,19 +379,24 @@ def to_strict_schema(parameters: Mapping[str, Any], *, tool: str) -> dict[str, A
 
     Every property required, optional ones nullable, defaults dropped, ``additionalProperties:
     false`` at every level including ``$defs``; a top-level ``$schema`` (the dialect, which
-    MCP servers often send) is dropped: it says nothing about the arguments.
+    MCP servers often send) is dropped: it says nothing about the arguments; so are the
+    keywords strict mode refuses that only narrow a value (`_STRICT_LOOSENED`, a ``format``
+    it does not know), and a tuple of one type is written as ``items``.
 
     Raises:
-        ToolValidationError: a free-form object (``dict[str, X]``) or ``Any`` is present.
+        ToolValidationError: a free-form object (``dict[str, X]``), ``Any`` or a tuple of
+            mixed types is present.
     """
     root = copy.deepcopy(dict(parameters))
     root.pop("$schema", None)
     problems: list[str] = []
     defs = root.pop("$defs", None)
-    out = _strict(root, "parameters", {"$defs": defs or {}}, problems)
+    # the definitions as given (refs resolve to them), and those being written in place
+    context: dict[str, Any] = {"$defs": defs or {}, "inlining": set()}
+    out = _strict(root, "parameters", context, problems)
     if defs:
         out["$defs"] = {
-            name: _strict(sub, f"$defs.{name}", {"$defs": defs}, problems)
+            name: _strict(sub, f"$defs.{name}", context, problems)
             for name, sub in defs.items()
         }
     if problems:

@@ -27,6 +27,7 @@ _ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool"}
 _OPENAI_CHOICES = {"none", "auto", "required"}
 _MAX_TOOLS = 128
+_ROOT_REFUSED = {"oneOf", "anyOf", "allOf", "enum", "const"}  # and "not", left to the schema
 
 
 # -- OpenAI ---------------------------------------------------------------------------------------
@@ -63,6 +64,10 @@ def _openai_tools(body: Mapping[str, Any]) -> tuple[list[str], set[str]]:
                                    or params.get("type") != "object"):
             problems.append(f"tools[{i}].function.parameters: schema must be a JSON Schema of "
                             f"'type: \"object\"', got {params!r}")
+        elif params is not None and params.keys() & _ROOT_REFUSED:
+            problems.append(f"Invalid schema for function {name!r}: schema must have type "
+                            "'object' and not have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the "
+                            "top level.")
     choice = body.get("tool_choice")
     if choice is not None:
         if isinstance(choice, str):
@@ -292,6 +297,9 @@ def _anthropic_tools(body: Mapping[str, Any]) -> tuple[list[str], set[str]]:
             schema = tool.get("input_schema")
             if not isinstance(schema, Mapping) or schema.get("type") != "object":
                 problems.append(f"tools.{i}.custom.input_schema.type: Input should be 'object'")
+            elif schema.keys() & {"oneOf", "allOf", "anyOf"}:
+                problems.append(f"tools.{i}.custom.input_schema: input_schema does not support "
+                                "oneOf, allOf, or anyOf at the top level")
     choice = body.get("tool_choice")
     if choice is not None:
         kind = choice.get("type") if isinstance(choice, Mapping) else None

@@ -171,3 +171,21 @@ def test_render_and_truncate_helpers() -> None:
     assert render_output({1, 2}) in ("[1, 2]", '"{1, 2}"', "{1, 2}")
     assert truncate_text("abc", 0) == ("abc", 0)
     assert truncate_text("abcdef", 2)[1] == 4
+
+
+def test_a_result_whose_dict_keys_json_has_not_is_still_json() -> None:
+    """A tool returning ``{(1, 2): date(...)}`` or a dict keyed by dates or enum members was
+    shown as Python's repr (``{datetime.date(2020, 1, 1): 1}``); the keys are text now, the
+    values as JSON writes them, and an iterator inside is still never drawn."""
+    import datetime as dt
+    import enum
+
+    class Size(enum.Enum):
+        SMALL = "s"
+
+    assert json.loads(render_output({(1, 2): dt.date(2020, 1, 2)})) == {"(1, 2)": "2020-01-02"}
+    assert json.loads(render_output({Size.SMALL: [{dt.date(2020, 1, 2): 3}], 4: None})) == {
+        "s": [{"2020-01-02": 3}], "4": None}
+    endless = (i for i in iter(int, 1))
+    shown = json.loads(render_output({dt.date(2020, 1, 2): endless}))
+    assert shown["2020-01-02"].startswith("<generator object")

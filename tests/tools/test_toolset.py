@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -316,3 +317,22 @@ def test_a_tool_given_by_name_is_refused_with_the_way_to_name_built_ins() -> Non
     with pytest.raises(TypeError, match=r"got the name 'calculator'; .*"
                        r"ToolSet\.resolve\(\['calculator'\]\)"):
         Agent(ScriptedLLM(["hi"]), tools=["calculator"])
+
+
+@pytest.mark.anyio
+async def test_execute_reads_arguments_encoded_twice_as_a_models_call_is_read() -> None:
+    """The executor reads ``"{\\"text\\": \\"hi\\"}"`` (the object as a JSON string) as the
+    object; `ToolSet.execute` refused it as not valid JSON."""
+    @tool
+    def echo(text: str) -> str:
+        """Echo the text.
+
+        Args:
+            text: What to echo.
+        """
+        return text
+
+    result = await ToolSet([echo]).execute("echo", json.dumps(json.dumps({"text": "hi"})))
+    assert (result.ok, result.output) == (True, "hi")
+    refused = await ToolSet([echo]).execute("echo", json.dumps("hi"))
+    assert not refused.ok and "send a JSON object with these keys: text" in (refused.error or "")
