@@ -4,7 +4,8 @@ Plain HTTP/1.1 and JSON-RPC by hand (not the SDK's server, which answers as it s
 tool, ``flood``; each call is answered as ``mode`` says — ``plain`` (a short result),
 ``padded`` (the result after `PADDING` bytes of JSON whitespace), ``endless`` (whitespace
 until the client hangs up) or ``gzip`` (a short result, compressed whatever was asked). The
-server keeps the ``Accept-Encoding`` each call came with.
+server keeps the ``Accept-Encoding`` each call came with. ``answering(mode, tools=[...])``
+lists those tools instead.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class _Handler(BaseHTTPRequestHandler):
                            "capabilities": {"tools": {}},
                            "serverInfo": {"name": "answers", "version": "1"}}
         elif method == "tools/list":
-            result = {"tools": [TOOL]}
+            result = {"tools": self.server.tools}
         elif method == "tools/call":
             self.server.encodings.append(self.headers.get("Accept-Encoding"))
             self._answer(message["id"])
@@ -95,18 +96,18 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, mode: str) -> None:
+    def __init__(self, mode: str, tools: list[dict[str, Any]]) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.mode = mode
+        self.mode, self.tools = mode, tools
         self.encodings: list[str | None] = []
         self.stopped = threading.Event()
         self.hung_up = threading.Event()
 
 
 @contextmanager
-def answering(mode: str) -> Iterator[_Server]:
+def answering(mode: str, tools: list[dict[str, Any]] | None = None) -> Iterator[_Server]:
     """The server, listening on a free port of 127.0.0.1 (``server.server_address``)."""
-    server = _Server(mode)
+    server = _Server(mode, [TOOL] if tools is None else tools)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
