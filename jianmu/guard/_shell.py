@@ -314,6 +314,12 @@ def hidden_in_text(node: Any) -> str | None:
 
 MAX_DEPTH = 4
 """How deep ``sh -c`` / ``env -S`` scripts are read before the rest counts as opaque."""
+MAX_LINE_BYTES = 128 << 10
+"""The longest command line read: Linux passes no longer argument to a program (``bash -c
+LINE`` fails with E2BIG), and reading costs the event loop time by the byte."""
+MAX_NESTING = 128
+"""How deep a line's grammar tree may nest (``a && b && ...`` nests one level per ``&&``):
+the walk recurses, and a deeper line ran out of Python's stack and failed the run."""
 
 
 @dataclass(frozen=True)
@@ -620,15 +626,28 @@ class _Found:
     opaque: list[str] = field(default_factory=list)
     folders: list[str | None] = field(default_factory=list)
     """The folders changed to so far (``cd``, ``pushd``; None: one only the run knows)."""
+    last_named: dict[tuple[int, int, str], tuple[int, int, str] | None] = field(
+        default_factory=dict)
+    """Each pipeline's and list's last named child, by their place in the line being walked
+    (`_last_named`)."""
 
     def read(self, script: str, depth: int) -> None:
         """Scan a script found inside the command line, ``depth`` levels down."""
         _scan_into(script, depth, self)
 
 
-@lru_cache(maxsize=512)
 def scan(command: str) -> ShellScan:
-    """The simple commands of ``command`` and what in it cannot be seen through."""
+    """The simple commands of ``command`` and what in it cannot be seen through; a line
+    longer than `MAX_LINE_BYTES` is opaque unread (and not kept: the cache holds its lines)."""
+    if len(command) > MAX_LINE_BYTES or len(command.encode("utf-8", "surrogatepass")) > \
+            MAX_LINE_BYTES:
+        return ShellScan((), (f"the command line is longer than {MAX_LINE_BYTES:,} bytes, "
+                              "more than a program is given as one argument",))
+    return _scan(command)
+
+
+@lru_cache(maxsize=512)
+def _scan(command: str) -> ShellScan:
     out = _Found()
     _scan_into(command, 0, out)
     return ShellScan(tuple(out.commands), tuple(out.opaque))
@@ -643,9 +662,32 @@ def _scan_into(command: str, depth: int, out: _Found) -> None:
     except (UnicodeError, ValueError):  # pragma: no cover - the parser takes any bytes
         out.opaque.append("the command cannot be parsed")
         return
+    if _nests_deeper(tree.root_node, MAX_NESTING):
+        out.opaque.append(f"the command line nests deeper than {MAX_NESTING} levels")
+        return
     if tree.root_node.has_error:
         out.opaque.append("the command does not parse as a shell command line")
-    _walk(tree.root_node, depth, out)
+    outer, out.last_named = out.last_named, {}  # places in this line, not the one holding it
+    try:
+        _walk(tree.root_node, depth, out)
+    finally:
+        out.last_named = outer
+
+
+def _nests_deeper(root: Any, limit: int) -> bool:
+    """Whether the tree under ``root`` is more than ``limit`` levels deep (a cursor's walk,
+    without Python's stack)."""
+    cursor, depth = root.walk(), 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            if depth > limit:
+                return True
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return False
+            depth -= 1
 
 
 def _walk(node: Any, depth: int, out: _Found) -> None:
@@ -728,7 +770,7 @@ def _command(node: Any, depth: int, out: _Found) -> None:
             continue
         elif child.is_named:
             words.append(word_value(child))
-    words += _redirected(node)
+    words += _redirected(node, out.last_named)
     forms: list[tuple[str, ...]] = []
     dynamic: list[frozenset[int]] = []
     _see_through(words, depth, out, forms, dynamic)
@@ -768,7 +810,9 @@ def _fd_variable(node: Any, out: _Found) -> bool:
     return True
 
 
-def _redirected(node: Any) -> list[Word]:
+def _redirected(
+    node: Any, last_named: dict[tuple[int, int, str], tuple[int, int, str] | None]
+) -> list[Word]:
     """The words of a command that its redirections hold: the grammar reads the words after a
     redirection's target as the redirection's (``rm 2>/dev/null x``, ``rm >&- x``, ``rm <<EOF
     x`` are ``rm x`` to bash, also as the last command of a pipeline or a list), and a file
@@ -779,7 +823,7 @@ def _redirected(node: Any) -> list[Word]:
     while statement is not None and (
         statement.type == "negated_command"
         or (statement.type in ("pipeline", "list")
-            and _same(statement.named_children[-1], below))
+            and _last_named(statement, last_named) == _place(below))
     ):
         below, statement = statement, statement.parent
     if statement is not None and statement.type == "redirected_statement":
@@ -857,8 +901,21 @@ def _target(redirect: Any) -> Any | None:
     return named[0] if named else None
 
 
-def _same(a: Any, b: Any) -> bool:
-    return bool(a.type == b.type and a.start_byte == b.start_byte and a.end_byte == b.end_byte)
+def _place(node: Any) -> tuple[int, int, str]:
+    return node.start_byte, node.end_byte, node.type
+
+
+def _last_named(
+    parent: Any, known: dict[tuple[int, int, str], tuple[int, int, str] | None]
+) -> tuple[int, int, str] | None:
+    """The place of ``parent``'s last named child, found once per parent: each command of a
+    pipeline asks, and finding it walks the children (``named_children[-1]`` made them all:
+    n² nodes for n commands, a minute of the event loop for an 80 kB line)."""
+    key = _place(parent)
+    if key not in known:
+        count = parent.named_child_count
+        known[key] = _place(parent.named_child(count - 1)) if count else None
+    return known[key]
 
 
 def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:
