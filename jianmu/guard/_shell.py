@@ -42,7 +42,6 @@ import tree_sitter_bash
 from jianmu.guard._folders import (
     FOLDER_COMMANDS,
     changed_to,
-    folder_of,
     in_folder,
     through_proc,
 )
@@ -626,6 +625,10 @@ class _Found:
     opaque: list[str] = field(default_factory=list)
     folders: list[str | None] = field(default_factory=list)
     """The folders changed to so far (``cd``, ``pushd``; None: one only the run knows)."""
+    where: str | None = "."
+    """Where the commands run after those changes (`moved`), None when only the run knows."""
+    moved: int = 0
+    """Characters of words put in that folder so far (`_MOVED_CHARS` at most)."""
     last_named: dict[tuple[int, int, str], tuple[int, int, str] | None] = field(
         default_factory=dict)
     """Each pipeline's and list's last named child, by their place in the line being walked
@@ -781,11 +784,36 @@ def _command(node: Any, depth: int, out: _Found) -> None:
         if form and 0 not in known_late and form[0] in FOLDER_COMMANDS
     ]
     if forms:
-        if out.folders:  # after a `cd`, a relative word names a file in that folder
-            in_folder(folder_of(out.folders), forms, dynamic)
+        _in_folder(out, forms, dynamic)  # after a `cd`, a relative word names a file there
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
     if changes:
-        out.folders.append(changed_to(changes[0][0].text, changes[0][1:]))
+        folder = changed_to(changes[0][0].text, changes[0][1:])
+        out.folders.append(folder)
+        where = None if out.where is None or folder is None else posixpath.join(
+            out.where, folder)
+        # past PATH_MAX the folder is one only the run knows: each change joined it again
+        out.where = where if where is None or len(where) <= _MAX_FOLDER else None
+
+
+_MAX_FOLDER = 4096
+"""The longest folder a line's changes of folder are followed to (Linux's PATH_MAX)."""
+_MOVED_CHARS = 1 << 22
+"""How many characters of words one line may have put in the folder it changed to: a line
+of ``cd d; cd d; ...`` or a long folder then many words was gigabytes of words (each command
+joined every earlier change again). Past it, a relative word is in a folder only the run knows
+(it may name anything: no grant, every restriction)."""
+
+
+def _in_folder(out: _Found, forms: list[tuple[str, ...]], dynamic: list[frozenset[int]]) -> None:
+    """`in_folder` for a command after a change of folder, within `_MOVED_CHARS`."""
+    if not out.folders:
+        return
+    where = out.where
+    if where is not None:
+        out.moved += len(where) * sum(len(form) for form in forms)
+        if out.moved > _MOVED_CHARS:
+            where = None
+    in_folder(where, forms, dynamic)
 
 
 _FD_VARIABLE_RE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)(\[.*\])?\}$", re.DOTALL)
@@ -883,8 +911,7 @@ def _read_substitution(node: Any, out: _Found) -> None:
     value = word_value(target)
     forms: list[tuple[str, ...]] = [("cat", value.text)]
     dynamic = [frozenset() if value.literal else frozenset({1})]
-    if out.folders:
-        in_folder(folder_of(out.folders), forms, dynamic)
+    _in_folder(out, forms, dynamic)
     out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
 
 

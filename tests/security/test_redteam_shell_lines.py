@@ -9,6 +9,11 @@
   (every timeout stopped) for an 80 kB line. The last child is now found once per pipeline.
 - ``a1 | a2 | ...`` under an allow rule: the parts a rule must match were kept each once by
   a list's ``in``, n² comparisons (11 s for 20,000 commands). Now in a dict.
+- ``cd <20 kB>; a x; a x; ...``: every relative word after a ``cd`` is matched in that folder
+  too, and each command joined every change of folder again: 120 kB made 900 MB of words
+  (``cd d1; cd d2; ...`` a folder as long as the line, for each command). Now the folder is
+  followed to PATH_MAX and a line's words to a bound, past which a relative word is in a
+  folder only the run knows (it may name anything: no grant, every restriction).
 - A line longer than `MAX_LINE_BYTES`, which no program is given as one argument (``bash -c``
   fails with E2BIG), is opaque unread: reading 50 MB took the guard many minutes.
 """
@@ -140,3 +145,17 @@ def test_the_parts_of_a_long_line_are_kept_each_once_in_work_linear_in_them() ->
     assert shell_parts(found) == [f"a{i}" for i in range(commands)]
     # each a list's `in` compared with every part before it: 2,000,000
     assert _Compared.compared[0] < 10 * commands, _Compared.compared[0]
+
+
+def test_words_moved_into_a_changed_folder_stay_bounded() -> None:
+    found = _shell.scan("cd " + "d" * 20_000 + "; " + "a x;" * 5_000)
+    assert len(found.commands) == 5_001
+    chars = sum(len(w) for c in found.commands for form in c.forms for w in form)
+    assert chars < 10_000_000, chars  # 100,000,000 before
+    last = found.commands[-1]
+    assert any(1 in late for late in last.dynamic)  # `x` there: only the run knows where
+
+
+def test_a_change_of_folder_is_still_followed() -> None:
+    last = _shell.scan("cd docs; cd secrets; cat key").commands[-1]
+    assert ("cat", "docs/secrets/key") in last.forms, last.forms
