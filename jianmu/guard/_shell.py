@@ -41,8 +41,8 @@ import tree_sitter_bash
 
 from jianmu.guard._folders import (
     FOLDER_COMMANDS,
+    Folders,
     changed_to,
-    in_folder,
     through_proc,
 )
 from jianmu.guard._programs import (
@@ -53,6 +53,7 @@ from jianmu.guard._programs import (
     only_info,
     runs_code_in_arguments,
 )
+from jianmu.guard._tree import Place, last_named, nests_deeper, place
 from jianmu.guard._variables import (
     changed_by_builtin,
     changed_by_node,
@@ -623,16 +624,11 @@ class _Found:
 
     commands: list[ShellCommand] = field(default_factory=list)
     opaque: list[str] = field(default_factory=list)
-    folders: list[str | None] = field(default_factory=list)
-    """The folders changed to so far (``cd``, ``pushd``; None: one only the run knows)."""
-    where: str | None = "."
-    """Where the commands run after those changes (`moved`), None when only the run knows."""
-    moved: int = 0
-    """Characters of words put in that folder so far (`_MOVED_CHARS` at most)."""
-    last_named: dict[tuple[int, int, str], tuple[int, int, str] | None] = field(
-        default_factory=dict)
+    folders: Folders = field(default_factory=Folders)
+    """The changes of folder so far (``cd``, ``pushd``) and where they lead."""
+    last_named: dict[Place, Place | None] = field(default_factory=dict)
     """Each pipeline's and list's last named child, by their place in the line being walked
-    (`_last_named`)."""
+    (`last_named`)."""
 
     def read(self, script: str, depth: int) -> None:
         """Scan a script found inside the command line, ``depth`` levels down."""
@@ -665,7 +661,7 @@ def _scan_into(command: str, depth: int, out: _Found) -> None:
     except (UnicodeError, ValueError):  # pragma: no cover - the parser takes any bytes
         out.opaque.append("the command cannot be parsed")
         return
-    if _nests_deeper(tree.root_node, MAX_NESTING):
+    if nests_deeper(tree.root_node, MAX_NESTING):
         out.opaque.append(f"the command line nests deeper than {MAX_NESTING} levels")
         return
     if tree.root_node.has_error:
@@ -675,22 +671,6 @@ def _scan_into(command: str, depth: int, out: _Found) -> None:
         _walk(tree.root_node, depth, out)
     finally:
         out.last_named = outer
-
-
-def _nests_deeper(root: Any, limit: int) -> bool:
-    """Whether the tree under ``root`` is more than ``limit`` levels deep (a cursor's walk,
-    without Python's stack)."""
-    cursor, depth = root.walk(), 0
-    while True:
-        if cursor.goto_first_child():
-            depth += 1
-            if depth > limit:
-                return True
-            continue
-        while not cursor.goto_next_sibling():
-            if not cursor.goto_parent():
-                return False
-            depth -= 1
 
 
 def _walk(node: Any, depth: int, out: _Found) -> None:
@@ -784,36 +764,10 @@ def _command(node: Any, depth: int, out: _Found) -> None:
         if form and 0 not in known_late and form[0] in FOLDER_COMMANDS
     ]
     if forms:
-        _in_folder(out, forms, dynamic)  # after a `cd`, a relative word names a file there
+        out.folders.place(forms, dynamic)  # after a `cd`, a relative word names a file there
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
     if changes:
-        folder = changed_to(changes[0][0].text, changes[0][1:])
-        out.folders.append(folder)
-        where = None if out.where is None or folder is None else posixpath.join(
-            out.where, folder)
-        # past PATH_MAX the folder is one only the run knows: each change joined it again
-        out.where = where if where is None or len(where) <= _MAX_FOLDER else None
-
-
-_MAX_FOLDER = 4096
-"""The longest folder a line's changes of folder are followed to (Linux's PATH_MAX)."""
-_MOVED_CHARS = 1 << 22
-"""How many characters of words one line may have put in the folder it changed to: a line
-of ``cd d; cd d; ...`` or a long folder then many words was gigabytes of words (each command
-joined every earlier change again). Past it, a relative word is in a folder only the run knows
-(it may name anything: no grant, every restriction)."""
-
-
-def _in_folder(out: _Found, forms: list[tuple[str, ...]], dynamic: list[frozenset[int]]) -> None:
-    """`in_folder` for a command after a change of folder, within `_MOVED_CHARS`."""
-    if not out.folders:
-        return
-    where = out.where
-    if where is not None:
-        out.moved += len(where) * sum(len(form) for form in forms)
-        if out.moved > _MOVED_CHARS:
-            where = None
-    in_folder(where, forms, dynamic)
+        out.folders.change(changed_to(changes[0][0].text, changes[0][1:]))
 
 
 _FD_VARIABLE_RE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)(\[.*\])?\}$", re.DOTALL)
@@ -838,9 +792,7 @@ def _fd_variable(node: Any, out: _Found) -> bool:
     return True
 
 
-def _redirected(
-    node: Any, last_named: dict[tuple[int, int, str], tuple[int, int, str] | None]
-) -> list[Word]:
+def _redirected(node: Any, known: dict[Place, Place | None]) -> list[Word]:
     """The words of a command that its redirections hold: the grammar reads the words after a
     redirection's target as the redirection's (``rm 2>/dev/null x``, ``rm >&- x``, ``rm <<EOF
     x`` are ``rm x`` to bash, also as the last command of a pipeline or a list), and a file
@@ -851,7 +803,7 @@ def _redirected(
     while statement is not None and (
         statement.type == "negated_command"
         or (statement.type in ("pipeline", "list")
-            and _last_named(statement, last_named) == _place(below))
+            and last_named(statement, known) == place(below))
     ):
         below, statement = statement, statement.parent
     if statement is not None and statement.type == "redirected_statement":
@@ -911,7 +863,7 @@ def _read_substitution(node: Any, out: _Found) -> None:
     value = word_value(target)
     forms: list[tuple[str, ...]] = [("cat", value.text)]
     dynamic = [frozenset() if value.literal else frozenset({1})]
-    _in_folder(out, forms, dynamic)
+    out.folders.place(forms, dynamic)
     out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
 
 
@@ -926,23 +878,6 @@ def _target(redirect: Any) -> Any | None:
         return None
     named = [c for c in redirect.children if c.is_named and c.type not in _REDIRECT_PARTS]
     return named[0] if named else None
-
-
-def _place(node: Any) -> tuple[int, int, str]:
-    return node.start_byte, node.end_byte, node.type
-
-
-def _last_named(
-    parent: Any, known: dict[tuple[int, int, str], tuple[int, int, str] | None]
-) -> tuple[int, int, str] | None:
-    """The place of ``parent``'s last named child, found once per parent: each command of a
-    pipeline asks, and finding it walks the children (``named_children[-1]`` made them all:
-    n² nodes for n commands, a minute of the event loop for an 80 kB line)."""
-    key = _place(parent)
-    if key not in known:
-        count = parent.named_child_count
-        known[key] = _place(parent.named_child(count - 1)) if count else None
-    return known[key]
 
 
 def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:
