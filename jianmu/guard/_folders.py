@@ -6,9 +6,10 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ("FOLDER_COMMANDS", "changed_to", "folder_of", "in_folder", "through_proc")
+__all__ = ("FOLDER_COMMANDS", "Folders", "changed_to", "folder_of", "in_folder", "through_proc")
 
 
 class _Word(Protocol):
@@ -83,3 +84,43 @@ def in_folder(
         if tuple(moved) != form or unknown != dynamic:
             forms.append(tuple(moved))
             dyn.append(frozenset(unknown))
+
+
+MAX_FOLDER = 4096
+"""The longest folder a line's changes of folder are followed to (Linux's PATH_MAX)."""
+MOVED_CHARS = 1 << 22
+"""How many characters of words one line may put in the folder it changed to: a line of
+``cd d; cd d; ...``, or a long folder then many words, was gigabytes of words (each command
+joined every earlier change again). Past it, a relative word is in a folder only the run
+knows (it may name anything: no grant, every restriction)."""
+
+
+@dataclass
+class Folders:
+    """A line's changes of folder so far, and where they lead (`folder_of`, kept as they
+    come, to `MAX_FOLDER`)."""
+
+    changes: list[str | None] = field(default_factory=list)
+    """Each folder changed to (None: one only the run knows)."""
+    where: str | None = "."
+    """Where the commands after them run, None when only the run knows."""
+    moved: int = 0
+    """Characters of words put in that folder so far (`MOVED_CHARS` at most)."""
+
+    def change(self, folder: str | None) -> None:
+        """A ``cd`` to ``folder`` (`changed_to`)."""
+        self.changes.append(folder)
+        where = None if self.where is None or folder is None else posixpath.join(
+            self.where, folder)
+        self.where = where if where is None or len(where) <= MAX_FOLDER else None
+
+    def place(self, forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:
+        """`in_folder` for a command after the changes, if any, within `MOVED_CHARS`."""
+        if not self.changes:
+            return
+        where = self.where
+        if where is not None:
+            self.moved += len(where) * sum(len(form) for form in forms)
+            if self.moved > MOVED_CHARS:
+                where = None
+        in_folder(where, forms, dyn)

@@ -596,7 +596,7 @@ def shell_parts(shell: ShellScan, root: str | None = None) -> list[str]:
     """Every text an allow rule must match in a command line: each command as written, each
     of its forms (see `ShellCommand.forms`), and each with its arguments as the files they
     name when that is another file (``cat docs/../secrets/k`` is ``cat secrets/k`` too)."""
-    parts: list[str] = []
+    parts: dict[str, None] = {}  # in order, each once: a list's `in` made n commands n² work
     for command in shell.commands:
         texts = [command.raw]
         for words, dynamic in zip(command.forms, command.dynamic, strict=True):
@@ -605,10 +605,8 @@ def shell_parts(shell: ShellScan, root: str | None = None) -> list[str]:
                 " ".join(moved)
                 for moved in located_words(words, dynamic, root, renamed_only=True)
             )
-        for text in texts:
-            if text not in parts:
-                parts.append(text)
-    return parts or [""]
+        parts.update(dict.fromkeys(texts))
+    return list(parts) or [""]
 
 
 def _schema_default(tool: _Tool, key: str) -> str | None:

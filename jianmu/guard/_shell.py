@@ -41,9 +41,8 @@ import tree_sitter_bash
 
 from jianmu.guard._folders import (
     FOLDER_COMMANDS,
+    Folders,
     changed_to,
-    folder_of,
-    in_folder,
     through_proc,
 )
 from jianmu.guard._programs import (
@@ -54,6 +53,7 @@ from jianmu.guard._programs import (
     only_info,
     runs_code_in_arguments,
 )
+from jianmu.guard._tree import Place, last_named, nests_deeper, place
 from jianmu.guard._variables import (
     changed_by_builtin,
     changed_by_node,
@@ -314,6 +314,12 @@ def hidden_in_text(node: Any) -> str | None:
 
 MAX_DEPTH = 4
 """How deep ``sh -c`` / ``env -S`` scripts are read before the rest counts as opaque."""
+MAX_LINE_BYTES = 128 << 10
+"""The longest command line read: Linux passes no longer argument to a program (``bash -c
+LINE`` fails with E2BIG), and reading costs the event loop time by the byte."""
+MAX_NESTING = 128
+"""How deep a line's grammar tree may nest (``a && b && ...`` nests one level per ``&&``):
+the walk recurses, and a deeper line ran out of Python's stack and failed the run."""
 
 
 @dataclass(frozen=True)
@@ -618,17 +624,29 @@ class _Found:
 
     commands: list[ShellCommand] = field(default_factory=list)
     opaque: list[str] = field(default_factory=list)
-    folders: list[str | None] = field(default_factory=list)
-    """The folders changed to so far (``cd``, ``pushd``; None: one only the run knows)."""
+    folders: Folders = field(default_factory=Folders)
+    """The changes of folder so far (``cd``, ``pushd``) and where they lead."""
+    last_named: dict[Place, Place | None] = field(default_factory=dict)
+    """Each pipeline's and list's last named child, by their place in the line being walked
+    (`last_named`)."""
 
     def read(self, script: str, depth: int) -> None:
         """Scan a script found inside the command line, ``depth`` levels down."""
         _scan_into(script, depth, self)
 
 
-@lru_cache(maxsize=512)
 def scan(command: str) -> ShellScan:
-    """The simple commands of ``command`` and what in it cannot be seen through."""
+    """The simple commands of ``command`` and what in it cannot be seen through; a line
+    longer than `MAX_LINE_BYTES` is opaque unread (and not kept: the cache holds its lines)."""
+    if len(command) > MAX_LINE_BYTES or len(command.encode("utf-8", "surrogatepass")) > \
+            MAX_LINE_BYTES:
+        return ShellScan((), (f"the command line is longer than {MAX_LINE_BYTES:,} bytes, "
+                              "more than a program is given as one argument",))
+    return _scan(command)
+
+
+@lru_cache(maxsize=512)
+def _scan(command: str) -> ShellScan:
     out = _Found()
     _scan_into(command, 0, out)
     return ShellScan(tuple(out.commands), tuple(out.opaque))
@@ -643,9 +661,16 @@ def _scan_into(command: str, depth: int, out: _Found) -> None:
     except (UnicodeError, ValueError):  # pragma: no cover - the parser takes any bytes
         out.opaque.append("the command cannot be parsed")
         return
+    if nests_deeper(tree.root_node, MAX_NESTING):
+        out.opaque.append(f"the command line nests deeper than {MAX_NESTING} levels")
+        return
     if tree.root_node.has_error:
         out.opaque.append("the command does not parse as a shell command line")
-    _walk(tree.root_node, depth, out)
+    outer, out.last_named = out.last_named, {}  # places in this line, not the one holding it
+    try:
+        _walk(tree.root_node, depth, out)
+    finally:
+        out.last_named = outer
 
 
 def _walk(node: Any, depth: int, out: _Found) -> None:
@@ -728,7 +753,7 @@ def _command(node: Any, depth: int, out: _Found) -> None:
             continue
         elif child.is_named:
             words.append(word_value(child))
-    words += _redirected(node)
+    words += _redirected(node, out.last_named)
     forms: list[tuple[str, ...]] = []
     dynamic: list[frozenset[int]] = []
     _see_through(words, depth, out, forms, dynamic)
@@ -739,11 +764,10 @@ def _command(node: Any, depth: int, out: _Found) -> None:
         if form and 0 not in known_late and form[0] in FOLDER_COMMANDS
     ]
     if forms:
-        if out.folders:  # after a `cd`, a relative word names a file in that folder
-            in_folder(folder_of(out.folders), forms, dynamic)
+        out.folders.place(forms, dynamic)  # after a `cd`, a relative word names a file there
         out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
     if changes:
-        out.folders.append(changed_to(changes[0][0].text, changes[0][1:]))
+        out.folders.change(changed_to(changes[0][0].text, changes[0][1:]))
 
 
 _FD_VARIABLE_RE = re.compile(r"^\{([A-Za-z_][A-Za-z0-9_]*)(\[.*\])?\}$", re.DOTALL)
@@ -768,7 +792,7 @@ def _fd_variable(node: Any, out: _Found) -> bool:
     return True
 
 
-def _redirected(node: Any) -> list[Word]:
+def _redirected(node: Any, known: dict[Place, Place | None]) -> list[Word]:
     """The words of a command that its redirections hold: the grammar reads the words after a
     redirection's target as the redirection's (``rm 2>/dev/null x``, ``rm >&- x``, ``rm <<EOF
     x`` are ``rm x`` to bash, also as the last command of a pipeline or a list), and a file
@@ -779,7 +803,7 @@ def _redirected(node: Any) -> list[Word]:
     while statement is not None and (
         statement.type == "negated_command"
         or (statement.type in ("pipeline", "list")
-            and _same(statement.named_children[-1], below))
+            and last_named(statement, known) == place(below))
     ):
         below, statement = statement, statement.parent
     if statement is not None and statement.type == "redirected_statement":
@@ -839,8 +863,7 @@ def _read_substitution(node: Any, out: _Found) -> None:
     value = word_value(target)
     forms: list[tuple[str, ...]] = [("cat", value.text)]
     dynamic = [frozenset() if value.literal else frozenset({1})]
-    if out.folders:
-        in_folder(folder_of(out.folders), forms, dynamic)
+    out.folders.place(forms, dynamic)
     out.commands.append(ShellCommand(node_text(node), tuple(forms), tuple(dynamic)))
 
 
@@ -855,10 +878,6 @@ def _target(redirect: Any) -> Any | None:
         return None
     named = [c for c in redirect.children if c.is_named and c.type not in _REDIRECT_PARTS]
     return named[0] if named else None
-
-
-def _same(a: Any, b: Any) -> bool:
-    return bool(a.type == b.type and a.start_byte == b.start_byte and a.end_byte == b.end_byte)
 
 
 def _record(words: list[Word], forms: list[tuple[str, ...]], dyn: list[frozenset[int]]) -> None:

@@ -13,6 +13,9 @@
   cancelled, its session closed since): the SDK logs it as an ERROR with a traceback, "Error
   parsing SSE message", though nothing failed to parse (its own comment says so). It is left
   out: the call already failed with `ToolTimeoutError`, or was cancelled.
+- An HTTP answer past `jianmu.mcp._transport.MAX_ANSWER_BYTES`, or compressed though we
+  asked for none: the SDK logs "Error parsing JSON response" with a traceback; it becomes one
+  warning naming the server (the call fails with the same words).
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ _READ_FAILED = "Reading from the MCP server's stdout failed mid-session"
 
 _HTTP_LOGGER = "mcp.client.streamable_http"
 _SSE_FAILED = "Error parsing SSE message"
+_JSON_FAILED = "Error parsing JSON response"
+_NOT_READ = "the server's answer is"  # how `jianmu.mcp._transport.bound_answers` begins
 
 
 class _OneLine(logging.Filter):
@@ -73,9 +78,16 @@ def said(record: logging.LogRecord, message: str) -> None:
 
 
 class _GivenUp(logging.Filter):
-    """Leaves out the SDK's "parse error" for an answer no request waits for any more."""
+    """Leaves out the SDK's "parse error" for an answer no request waits for any more; says
+    an answer left unread in one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == _JSON_FAILED and record.exc_info and \
+                str(record.exc_info[1]).startswith(_NOT_READ):
+            server = speaking.get()
+            said(record, f"MCP server {server!r}: {record.exc_info[1]}" if server is not None
+                 else f"an MCP server: {record.exc_info[1]}")
+            return True
         if record.msg != _SSE_FAILED or not record.exc_info:
             return True
         import anyio

@@ -4,12 +4,14 @@ session reads from it.
 Header values (a bearer token among them) live in `SecretHeaders`, whose repr and str show
 only the header names; `RefusedAuth` remembers a server's 401/403, which the SDK turns into a
 generic error. `WatchedStream` tells the client when the server's messages end;
-`WholeLines` hands a stdio server's stdout to the SDK a line's end at a time.
+`WholeLines` hands a stdio server's stdout to the SDK a line's end at a time, and
+`bound_answers` holds an HTTP server's answers to the same bound.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import subprocess
 import sys
@@ -22,9 +24,13 @@ import anyio.abc
 from jianmu.errors import MCPLineTooLongError
 
 __all__ = (
-    "RefusedAuth", "SecretHeaders", "WatchedStream", "WholeLines", "errlog", "open_transport",
-    "server_process",
+    "MAX_ANSWER_BYTES", "RefusedAuth", "SecretHeaders", "WatchedStream", "WholeLines",
+    "bound_answers", "errlog", "open_transport", "server_process",
 )
+
+MAX_ANSWER_BYTES = 64 << 20
+"""The most bytes of one message read from a server: a stdio server's line, an HTTP server's
+answer (a result of 20 MiB of media fits many times over)."""
 
 
 def errlog() -> Any:
@@ -142,17 +148,74 @@ async def open_transport(
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    http = create_mcp_http_client(headers=headers.reveal() or None)
+    # identity: a compressed answer of a few kilobytes may decode to gigabytes before any bound
+    # sees it (`bound_answers` refuses one sent all the same)
+    sent = {k: v for k, v in headers.reveal().items() if k.lower() != "accept-encoding"}
+    http = create_mcp_http_client(headers={**sent, "Accept-Encoding": "identity"})
 
     async def lost(response: Any) -> None:
         # MCP's streamable HTTP: a server that no longer knows a session answers 404 to it
         if response.status_code == 404 and "mcp-session-id" in response.request.headers:
             forgotten()
 
-    http.event_hooks = {"request": [], "response": [refused.record, lost]}
+    http.event_hooks = {"request": [], "response": [refused.record, lost, bound_answers]}
     assert url is not None  # neither command nor url: MCPClient refuses it
     async with http, streamable_http_client(url, http_client=http) as streams:
         yield streams
+
+
+async def bound_answers(response: Any) -> None:
+    """httpx response hook: the body is read to `MAX_ANSWER_BYTES` at most, and only as sent.
+
+    The SDK reads an answer that is not an event stream whole into memory (its events it
+    bounds itself, a MiB each): a server answering without end filled the memory at the
+    network's speed, and went on after the call had timed out. Past the bound, or compressed
+    although we asked for ``identity``, reading fails with the `httpx2.StreamError` the SDK
+    turns into the request's error; the connection is closed.
+    """
+    encodings = {
+        e.strip().lower()
+        for e in response.headers.get_list("content-encoding", split_commas=True)
+    } - {"", "identity"}
+    streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+    if encodings or not streamed:
+        response.stream = _bounded_body(response.stream, encodings)
+
+
+def _bounded_body(stream: Any, encodings: set[str]) -> Any:
+    """``stream`` (an `httpx2.AsyncByteStream`), failing past the bound or at once when the
+    answer came compressed."""
+    return _bounded_class()(stream, encodings)
+
+
+@functools.cache
+def _bounded_class() -> type:
+    import httpx2  # the SDK's HTTP client: only once an HTTP server is connected
+
+    class BoundedBody(httpx2.AsyncByteStream):
+        def __init__(self, stream: Any, encodings: set[str]) -> None:
+            self._stream, self._encodings = stream, encodings
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            if self._encodings:
+                raise httpx2.StreamError(
+                    f"the server's answer is compressed ({', '.join(sorted(self._encodings))})"
+                    " though the client asked for none (Accept-Encoding: identity); not read"
+                )
+            size = 0
+            async for chunk in self._stream:
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise httpx2.StreamError(
+                        f"the server's answer is longer than {MAX_ANSWER_BYTES:,} bytes; "
+                        "not read on"
+                    )
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self._stream.aclose()
+
+    return BoundedBody
 
 
 def server_process(opened: Any) -> Any:
@@ -178,8 +241,8 @@ class WholeLines(anyio.abc.ByteReceiveStream):
     session know.
     """
 
-    limit = 64 << 20
-    """The longest line read, in bytes (a result of 20 MiB of media fits many times over)."""
+    limit = MAX_ANSWER_BYTES
+    """The longest line read, in bytes."""
 
     def __init__(self, stream: anyio.abc.ByteReceiveStream, process: Any) -> None:
         self._stream, self._process = stream, process

@@ -60,6 +60,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
+from jianmu._text import visible
 from jianmu.config import mcp_server_name_problem
 from jianmu.errors import ConfigError, ToolExecutionError, ToolUnavailableWarning
 from jianmu.mcp.client import MCPClient, MCPServerOptions
@@ -417,8 +418,10 @@ class MCPToolProvider(BaseToolProvider):
         self._tools = self._build(infos)
 
     def _build(self, infos: Sequence[MCPToolInfo]) -> list[MCPTool]:
+        # each warning quotes the server's data, and Python writes it to stderr as it is:
+        # `visible`, so a terminal shows an escape sequence in it and does not obey it
         for why in self.client.skipped_tools:  # the SDK could not read them: no other tool
-            warnings.warn(f"{why}; skipped", ToolUnavailableWarning, stacklevel=3)
+            warnings.warn(visible(f"{why}; skipped"), ToolUnavailableWarning, stacklevel=3)
         names = mcp_tool_names(self.name, [i.name for i in infos])
         tools: list[MCPTool] = []
         for info, name in zip(infos, names, strict=True):
@@ -429,11 +432,11 @@ class MCPToolProvider(BaseToolProvider):
                 )
                 tools.append(made)
             except ValueError as exc:
-                warnings.warn(f"{exc}; skipped", ToolUnavailableWarning, stacklevel=3)
+                warnings.warn(visible(f"{exc}; skipped"), ToolUnavailableWarning, stacklevel=3)
             except Exception as exc:  # a check tripped on the server's data: this tool only
-                warnings.warn(
+                warnings.warn(visible(
                     f"MCP tool {info.name!r} of server {self.name!r} could not be checked "
-                    f"({type(exc).__name__}: {exc}); skipped",
+                    f"({type(exc).__name__}: {exc}); skipped"),
                     ToolUnavailableWarning, stacklevel=3,
                 )
         return tools

@@ -175,6 +175,9 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
     observed = state.get("observations") or {}  # its keys: the ids of this batch's results
     interaction = own_run(node).interaction  # the approvals of the node's namespace
     seen: set[str] = set()
+    # the suffix each id got last in this batch: what was taken below it stays taken, so a
+    # reply repeating one id 10,000 times is not 50,000,000 tries (the event loop's seconds)
+    last: dict[str, int] = {}
     out: list[ToolCall] = []
     for call in calls:
         # '/' separates the parts of a sub-agent's request id (``helper/<call>/<its call>``)
@@ -184,7 +187,8 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
         if len(base) > MAX_CALL_ID:  # it names state namespaces, requests and steps: keep it short
             digest = hashlib.sha256(base.encode("utf-8", "replace")).hexdigest()[:16]
             base = f"{base[:MAX_CALL_ID - 17]}~{digest}"
-        call_id, n = base, 0
+        n = last.get(base, 0)
+        call_id = f"{base}.{n}" if n else base
         # taken: by an earlier call of this batch, or spent (used in the run or its approval
         # consumed) unless it is this batch's own finished call
         while call_id in seen or (
@@ -193,6 +197,7 @@ def unique_ids(calls: list[ToolCall], node: RuntimeNode) -> list[ToolCall]:
         ):
             n += 1
             call_id = f"{base}.{n}"
+        last[base] = n
         seen.add(call_id)
         out.append(call if call_id == call.id else call.with_id(call_id))
     return out

@@ -394,9 +394,12 @@ def _meta_checked(tool: str, schema: Mapping[str, Any], what: str = "input schem
     except SchemaError as exc:
         # a type from another vocabulary (BFCL's "dict", Java's "String") is named with what
         # JSON Schema writes, every one at once: the meta-schema's line says only the first
+        from jianmu._text import visible
         from jianmu.tools._type_names import type_problems
 
-        where = "/".join(str(p) for p in exc.path) or "the root"
+        # a property's name is the schema author's (an MCP server's): a terminal that shows
+        # the error must not obey it
+        where = "/".join(visible(str(p)) for p in exc.path) or "the root"
         raise ToolDefinitionError(tool, type_problems(schema, what) or [
             f"{what} is not a valid JSON Schema at {where}: {exc.message}"
         ]) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jianmu._text import visible
 from jianmu.errors import ToolDefinitionError, ToolValidationError
 
 __all__ = ("JSON_TYPES", "refuse_problems", "type_problems")
@@ -91,7 +92,8 @@ def _walk(node: Any, path: list[str], problems: list[str], what: str, names: boo
         for key, value in node.items():
             if names or key in _SCHEMAS or key in _SCHEMA_MAPS:
                 inner = not names and key in _SCHEMA_MAPS
-                _walk(value, [*path, str(key)], problems, what, inner, depth + 1)
+                # a property's name is the schema author's: shown, never obeyed by a terminal
+                _walk(value, [*path, visible(str(key))], problems, what, inner, depth + 1)
     elif isinstance(node, list) and not names:
         for i, item in enumerate(node):
             _walk(item, [*path, str(i)], problems, what, False, depth + 1)
