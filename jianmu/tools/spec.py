@@ -98,7 +98,7 @@ class ToolSpec(BaseModel):
         """``{"name", "description", "parameters"}`` for LLM function calling (the parameters
         as `offered_parameters` gives them)."""
         return {"name": self.name, "description": self.description,
-                "parameters": offered_parameters(self.parameters)}
+                "parameters": self._offered()}
 
     def to_openai(self, *, strict: bool = False) -> dict[str, Any]:
         """The OpenAI tool definition; ``strict=True`` gives a structured-outputs schema.
@@ -116,7 +116,16 @@ class ToolSpec(BaseModel):
     def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic tool definition: ``{"name", "description", "input_schema"}``."""
         return {"name": self.name, "description": self.description,
-                "input_schema": offered_parameters(self.parameters)}
+                "input_schema": self._offered()}
+
+    def _offered(self) -> dict[str, Any]:
+        """The parameters a model is offered; another process's (a remote tool's) bounded."""
+        offered = offered_parameters(self.parameters)
+        if not self.remote:
+            return offered
+        from jianmu.tools._offer_bounds import bounded  # schemas a server wrote: rarely
+
+        return bounded(offered)  # type: ignore[no-any-return]
 
     def to_mcp(self) -> dict[str, Any]:
         """An MCP tool definition (a plain dict); annotations follow from the category."""

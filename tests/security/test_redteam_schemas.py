@@ -387,6 +387,35 @@ async def test_an_mcp_server_s_huge_enum_and_huge_failure_reach_the_model_bounde
         assert "big_enum ran" in _observation(state, "c4")
 
 
+@pytest.mark.timeout(RUN_TIMEOUT + 1)
+async def test_an_mcp_server_s_megabytes_of_schema_are_not_offered_with_every_request(
+    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+) -> None:
+    """A tool's schema goes with every model request: a server's 200,000-value enum or
+    megabyte description would be sent (and paid for) at each turn. What is offered is
+    bounded; calls are still checked against the whole schema."""
+    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
+        offered = {d["function"]["name"]: d for d in tools.to_openai()}
+        for name in ("schemas__big_enum", "schemas__huge_words"):
+            assert len(json.dumps(offered[name])) < 10_000, name
+        choice = offered["schemas__big_enum"]["function"]["parameters"]["properties"]["choice"]
+        assert "enum" not in choice and choice["type"] == "string"
+        assert "One of 200,000 values" in choice["description"] and '"value-0"' in (
+            choice["description"])
+        anthropic = tools.get("schemas__huge_words").to_anthropic()
+        assert len(json.dumps(anthropic)) < 10_000
+        note = anthropic["input_schema"]["properties"]["note"]
+        assert "default" not in note and "examples" not in note
+        assert note["description"].endswith("[cut: 1,000,000 characters]")
+        mode = anthropic["input_schema"]["properties"]["mode"]
+        assert mode["anyOf"][0] == {"description": "A fixed value, too long to show."}
+        # the whole schema still holds the calls
+        big_enum = tools.get("schemas__big_enum")
+        assert big_enum.validate_args({"choice": "value-199999"}) == {"choice": "value-199999"}
+        with pytest.raises(ToolInputError, match="200,000 values"):
+            big_enum.validate_args({"choice": "nope"})
+
+
 # -- a schema given again is recognised exactly (tools rebuilt per request) ------------------
 @pytest.mark.parametrize(("first", "second"), [(True, 1), (1, True), (False, 0), (1, 1.5)])
 def test_a_schema_equal_in_python_but_not_in_json_never_borrows_anothers_checks(

@@ -8,6 +8,7 @@ Run: ``python schema_server.py SCHEMA_URL SECRET_FILE`` (stdio). Its tools:
 - ``self_loop``: an optional argument whose schema is an anyOf of four refs to itself;
 - ``big_enum``: an argument with 200,000 allowed values;
 - ``huge_error`` / ``huge_ok``: answer 3 MB of text, as a failure (``isError``) or a success;
+- ``huge_words``: megabytes in a description, a default, an example, a const and a title;
 - ``deep``: an argument nested 70 objects deep (past `MAX_NESTING`'s 128 levels of JSON);
 - ``echo``: a plain tool, to show the server's other tools still work.
 """
@@ -64,6 +65,14 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["choice"],
     },
     "deep": _deep(70),
+    "huge_words": {
+        "type": "object",
+        "properties": {
+            "note": {"type": "string", "description": "d" * 1_000_000, "default": HUGE,
+                     "examples": [HUGE]},
+            "mode": {"anyOf": [{"const": HUGE}, {"type": "integer"}], "title": "t" * 100_000},
+        },
+    },
     "huge_error": {"type": "object", "properties": {}},
     "huge_ok": {"type": "object", "properties": {}},
     "echo": {"type": "object", "properties": {"text": {"type": "string"}}},
