@@ -57,6 +57,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
+from jianmu._text import visible
 from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 from jianmu.mcp import data
 from jianmu.mcp._dropped import SHUTDOWN_SECONDS, Leftovers, abandoned
@@ -561,7 +562,8 @@ def thread_main(
         if not ready.done():
             ready.set_exception(exc)
         else:
-            logger.warning("MCP client %r: its event loop failed: %s", name, describe(exc))
+            logger.warning("MCP client %r: its event loop failed: %s", name,
+                           visible(describe(exc)))  # a server's words: by their escapes
 
 
 async def own_session(

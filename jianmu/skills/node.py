@@ -21,6 +21,7 @@ import py_trees
 from py_trees.common import Status
 from pydantic import BaseModel, ConfigDict, Field
 
+from jianmu._text import visible
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints, SkillConstraints
 from jianmu.errors import MCPError, PathEscapeError, SkillLoadError
 from jianmu.guard import visible_tools
@@ -744,7 +745,8 @@ class _Sync:
         try:
             await self.provider.refresh()
         except MCPError as exc:  # the model keeps the tools it had; a call says what failed
+            # the server's words: shown by their escapes, never written raw to a terminal
             logger.warning("MCP server %r: could not list its changed tools: %s",
-                           self.provider.name, exc)
+                           self.provider.name, visible(str(exc)))
             return
         self._register()
