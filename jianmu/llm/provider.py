@@ -838,6 +838,10 @@ class SDKProvider(BaseLLMProvider):
         # replaced everywhere would garble every message
         secrets = {s for s in (*keys, *url_secrets(url)) if len(s) >= 4}
         self._secrets = tuple(sorted(secrets, key=len, reverse=True))
+        if self._secrets:  # httpx logs each request's URL (its query's keys too) at INFO
+            from jianmu.llm._log_masks import mask_in_logs
+
+            mask_in_logs(self._secrets)
         self._base_url = redact_url(url)
         self._spare = [first]
         # the SDK's close closes its HTTP client: a user's own is left open, theirs to close

@@ -89,3 +89,38 @@ def test_a_key_in_the_base_urls_query_is_sent_there_and_masked() -> None:
     (request,) = server.requests
     assert request.path == f"/v1/chat/completions?api-key={KEY}"
     assert "bad key in /v1/chat/completions?api-key=***" in str(caught.value)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_key_in_the_urls_query_is_masked_in_the_http_clients_log(
+    api: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """httpx logs each request's URL at INFO: a key sent in the query (a base URL pasted with
+    ``?api-key=``, ``default_query``) reached every log a user turned on."""
+    import logging
+
+    from tests.support.raw_http import USAGE, completion, json_reply, message
+
+    def answer(request: Recorded) -> Reply:
+        if "chat/completions" in request.path:
+            return json_reply(completion("ok", usage=USAGE))
+        return json_reply(message([{"type": "text", "text": "ok"}],
+                                  usage={"input_tokens": 1, "output_tokens": 1}))
+
+    async def ask(llm: Any) -> None:
+        try:
+            await llm.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await llm.close()
+
+    with RawServer(answer) as server, caplog.at_level(logging.INFO):
+        llm = (OpenAIProvider("m", base_url=server.url + "/v1", max_retries=0,
+                              default_query={"api-key": KEY}) if api == "openai" else
+               AnthropicProvider("m", base_url=server.url, max_retries=0,
+                                 default_query={"key": KEY}))
+        asyncio.run(ask(llm))
+    (request,) = server.requests
+    assert KEY in request.path  # it was sent where it was asked to go
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("httpx")]
+    assert lines and all(KEY not in line for line in lines), lines
+    assert any("***" in line for line in lines), lines
