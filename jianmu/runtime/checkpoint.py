@@ -626,7 +626,10 @@ def restored(
         if data is None:
             raise CheckpointError(f"no checkpoint for run {run_id!r}")
         if isinstance(data, dict) and data.get("version") != CHECKPOINT_VERSION:
-            raise CheckpointError(f"unsupported checkpoint version {data.get('version')!r}")
+            raise CheckpointError(
+                f"unsupported checkpoint version {data.get('version')!r}: run {run_id!r} was "
+                f"saved by another version of Jianmu (this one reads version "
+                f"{CHECKPOINT_VERSION}); continue it with the Jianmu that saved it")
         checked(data, run_id)  # the parts read below have their shapes
         state = state_manager if state_manager is not None else _state_for(data, run_id)
         try:

@@ -22,6 +22,7 @@ from jianmu.runtime import (
     RunStatus,
     SQLiteCheckpointer,
 )
+from jianmu.runtime.checkpoint import CHECKPOINT_VERSION
 from jianmu.state import StateManager
 from tests.runtime._runner_nodes import (
     Ask,
@@ -191,7 +192,9 @@ def test_a_checkpoint_of_another_version_is_refused(version: Any) -> None:
     store.rows["r1"] = checkpoint(["SUCCESS"], version=version)
     with pytest.raises(CheckpointError) as raised:
         ReactiveRunner.restore(composite(py_trees.composites.Sequence, 1), store, "r1")
-    assert str(raised.value) == f"unsupported checkpoint version {version!r}"
+    said = str(raised.value)
+    assert said.startswith(f"unsupported checkpoint version {version!r}: run 'r1' "), said
+    assert f"this one reads version {CHECKPOINT_VERSION}" in said, said
 
 
 def test_a_refused_restore_gives_up_its_claim(tmp_path: Any) -> None:
