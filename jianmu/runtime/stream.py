@@ -85,6 +85,27 @@ async def left_behind(runner: Any, last: _Opened | None = None) -> bool:
     return not runner._running
 
 
+async def _stopped(task: asyncio.Task[Any]) -> None:
+    """Wait for the run's ``task``, told to stop, to end as `ReactiveRunner.cancel` ends it;
+    a reader cancelled meanwhile still waits, then raises its ``CancelledError``.
+
+    Cancelling the run's task instead would cut its tools' clean-up short and end it with no
+    ``run.finished`` and no checkpoint; and anyio's cancel scopes (``fail_after``, a
+    Starlette response whose client left) cancel the reader again at every turn of the loop
+    until it leaves, so no second cancellation can mean "hurry up".
+    """
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait((task,))  # never cancels the task, never raises its error
+        except asyncio.CancelledError:
+            cancelled = True
+    if not task.cancelled():
+        task.exception()  # read: the reader's own exit reason is the one to surface
+    if cancelled:
+        raise asyncio.CancelledError
+
+
 async def _stream(
     runner: Any, started: list[asyncio.Task[Any] | None], last: _Opened | None,
     max_ticks: int | None, timeout: float | None,
@@ -171,12 +192,5 @@ async def _stream(
         bus.readers -= 1
         if outcome is None and not task.done():
             runner.cancel()  # the reader left: stop the run as cancel() does, cleanly
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                task.cancel()  # the reader itself is being cancelled: so is the run
-                await asyncio.gather(task, return_exceptions=True)
-                raise
-            except Exception:  # the reader's own exit reason is the one to surface
-                pass
+            await _stopped(task)
 

@@ -10,10 +10,11 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
-from jianmu import ReactiveRunner, RunFailed, ScriptedLLM, SQLiteCheckpointer, StateManager
+from jianmu import Agent, ReactiveRunner, RunFailed, ScriptedLLM, SQLiteCheckpointer, StateManager
 from jianmu.errors import OutputValidationError
 from jianmu.llm import LLMResponse, Message, Usage
 from jianmu.nodes import AgentState, agent_tool, create_react_node
@@ -293,6 +294,49 @@ async def test_a_reader_that_is_cancelled_cancels_the_run() -> None:
     with pytest.raises(asyncio.CancelledError):
         await reader
     assert cancelled.is_set() and [e.fields["status"] for e in finished] == ["cancelled"]
+    assert asyncio.all_tasks() == before
+
+
+@pytest.mark.parametrize("by", ["runner", "agent"])
+async def test_a_reader_in_a_cancelled_anyio_scope_stops_the_run_as_cancel_does(by: str) -> None:
+    """anyio's scopes (``fail_after``, a Starlette response whose client left) cancel the
+    reader again at every turn of the loop: the run still stops as ``cancel()`` stops it, its
+    tool's clean-up whole and its ``run.finished`` told. The reader cancelled twice used to
+    cancel the run's task: the clean-up was cut short and the run ended with no event."""
+    running, cleaned = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def fetch(what: str) -> str:
+        """Fetch a thing slowly.
+
+        Args:
+            what: the thing.
+        """
+        running.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            for _ in range(20):  # a clean-up that awaits: the loop turns meanwhile
+                await asyncio.sleep(0)
+            cleaned.set()
+            raise
+        return what
+
+    llm = ScriptedLLM([[{"name": "fetch", "arguments": {"what": "rain"}}], "never"])
+    runner = ReactiveRunner(create_react_node(llm, [fetch]), start())
+    agent = Agent(llm, tools=[fetch])
+    finished: list[Event] = []
+    before = asyncio.all_tasks()
+    with anyio.CancelScope() as scope:
+        events = runner.stream(timeout=30) if by == "runner" else agent.stream("Rain?")
+        async for event in events:
+            if event.name == "tool.call.started":
+                run = runner if by == "runner" else next(iter(agent._runs))
+                run.ctx.events.subscribe("run.finished", finished.append)
+                await running.wait()
+                scope.cancel()
+    assert scope.cancelled_caught and cleaned.is_set()
+    assert [event.fields["status"] for event in finished] == ["cancelled"]
     assert asyncio.all_tasks() == before
 
 
