@@ -472,6 +472,26 @@ async def test_a_failure_without_an_exception_raises_run_failed() -> None:
         result.raise_for_status()
 
 
+async def test_a_spent_token_budget_is_the_results_exception_by_its_type() -> None:
+    """The loop that stops after a round for the budget fails with the guard's own error, as
+    the model node does when it refuses a call for it: ``except TokenBudgetExhausted`` holds
+    whichever saw it first (it was a bare `RunFailed`)."""
+    from jianmu import Constraints
+    from jianmu.errors import TokenBudgetExhausted
+
+    budget = Constraints.model_validate({"guard": {"budget": {"total_tokens": 10}}})
+    runner = ReactiveRunner(create_react_node(three_turns(), [lookup], constraints=budget),
+                            start())
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, TokenBudgetExhausted)
+    assert "token budget exhausted" in str(result.exception)
+    assert "TokenBudgetExhausted: token budget exhausted" in (result.error or "")
+    with pytest.raises(TokenBudgetExhausted) as raised:
+        result.raise_for_status()
+    assert raised.value is result.exception
+
+
 async def test_timeout_and_cancel_raise_run_failed_saying_which() -> None:
     runner, running, _cancelled, _finished = waiting_run()
     result = await runner.run(timeout=0.05)  # the tool never ends: the deadline must come
