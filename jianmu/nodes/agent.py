@@ -38,7 +38,7 @@ from jianmu.runtime._checks import check_run
 from jianmu.runtime.context import user_role_names
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
-from jianmu.runtime.stream import on_drop
+from jianmu.runtime.stream import EventStream, on_drop
 from jianmu.state import StateManager
 from jianmu.tools.calls import is_tool_name
 from jianmu.tools.registry import as_tools
@@ -394,10 +394,11 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
-    ) -> AsyncGenerator[Event, None]:
+    ) -> EventStream:
         """`run`, yielding its events as they happen (`ReactiveRunner.stream`): the model's
         text as ``llm.call.delta``, tool calls, and last ``run.finished``, whose
-        ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run.
+        ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run;
+        ``async with agent.stream(...) as events:`` waits for that on leaving the block.
 
         Raises:
             ValueError, TypeError: as `run`.
@@ -407,7 +408,7 @@ class Agent:
         # a plain ``break`` drops this generator, not the runner's stream it holds: the run
         # stops as this one is dropped, not once Python has closed both
         on_drop(reader, functools.partial(_stop_streamed, streaming))
-        return reader
+        return EventStream(reader)
 
     async def _stream(
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None,

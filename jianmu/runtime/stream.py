@@ -3,7 +3,8 @@
 The reader gets the bus's own events, in order, from an unbounded queue (a slow reader loses
 nothing), ending with the run's own ``run.finished`` (a sub-run's end does not end it). A
 reader that leaves early stops the run as `ReactiveRunner.cancel` does, and waits for it: its
-running tools see ``CancelledError`` and nothing is left running.
+running tools see ``CancelledError`` and nothing is left running. The stream is an
+`EventStream`: an async generator that ``async with`` also closes on the way out.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from jianmu.runtime.eager import FirstStep
 from jianmu.runtime.events import Event
 
-__all__ = ("left_behind", "on_drop", "open_stream")
+__all__ = ("EventStream", "left_behind", "on_drop", "open_stream")
 
 _Opened = tuple[weakref.ref[Any], list[asyncio.Task[Any] | None]]
 _OPEN: weakref.WeakKeyDictionary[Any, _Opened] = weakref.WeakKeyDictionary()
@@ -32,9 +33,48 @@ def _ends(runner: Any, event: Event) -> bool:
     return getattr(event.fields.get("result"), "run_id", None) == runner.run_id
 
 
+class EventStream(AsyncGenerator[Event, None]):
+    """A run's events, as `ReactiveRunner.stream` and `Agent.stream` yield them: an async
+    generator, which ``async with`` closes on the way out as `contextlib.aclosing` would
+    (pydantic-ai's ``async with agent.run_stream(...)`` ported as it is written).
+
+    ``async for`` reads the generator itself (``__aiter__`` hands it over): no step of this
+    wrapper per event, and a plain ``break`` drops it as it dropped the bare generator.
+    """
+
+    __slots__ = ("__weakref__", "_events")
+
+    def __init__(self, events: AsyncGenerator[Event, None]) -> None:
+        self._events = events
+
+    def __aiter__(self) -> AsyncGenerator[Event, None]:  # type: ignore[override]
+        return self._events
+
+    def __anext__(self) -> Any:
+        return self._events.__anext__()
+
+    def asend(self, value: None) -> Any:
+        """Send ``value`` into the generator (`AsyncGenerator.asend`)."""
+        return self._events.asend(value)
+
+    def athrow(self, *args: Any) -> Any:
+        """Raise an exception inside the generator (`AsyncGenerator.athrow`)."""
+        return self._events.athrow(*args)
+
+    def aclose(self) -> Any:
+        """Close the stream: a run still going is stopped, and waited for."""
+        return self._events.aclose()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._events.aclose()
+
+
 def open_stream(
     runner: Any, *, max_ticks: int | None = None, timeout: float | None = None
-) -> AsyncGenerator[Event, None]:
+) -> EventStream:
     """Run ``runner`` (a `ReactiveRunner`, as its ``run``) and yield its events as they
     happen; see `ReactiveRunner.stream`.
 
@@ -45,7 +85,7 @@ def open_stream(
     reader = _stream(runner, started, _OPEN.get(runner), max_ticks, timeout)
     _OPEN[runner] = (weakref.ref(reader), started)
     on_drop(reader, functools.partial(_stop, runner, started))
-    return reader
+    return EventStream(reader)
 
 
 _WATCHED: set[weakref.ref[Any]] = set()

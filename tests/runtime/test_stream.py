@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +279,30 @@ async def test_closing_the_stream_returns_once_the_run_has_stopped() -> None:
     assert asyncio.all_tasks() == before
     # the runner is free again: the stopped run can be run once more
     assert runner.interaction.pending == []
+
+
+async def test_async_with_closes_the_stream_on_leaving_the_block() -> None:
+    """pydantic-ai's ``async with agent.run_stream(...) as result:``, ported to Jianmu's
+    spelling, works as `contextlib.aclosing` does: leaving the block waits for the stopped
+    run (it raised "'async_generator' object does not support the asynchronous context
+    manager protocol")."""
+    runner, running, cancelled, finished = waiting_run()
+    before = asyncio.all_tasks()
+    async with runner.stream() as events:
+        assert isinstance(events, AsyncGenerator)
+        async for event in events:
+            if event.name == "tool.call.started":
+                await running.wait()
+                break
+        assert not cancelled.is_set()  # held by the block: the run goes on until it ends
+    assert cancelled.is_set() and [e.fields["status"] for e in finished] == ["cancelled"]
+    assert asyncio.all_tasks() == before
+
+    agent = Agent(three_turns(), tools=[lookup])
+    async with agent.stream("Weather in Oslo?", timeout=30) as events:
+        seen = [await anext(events)] + [event async for event in events]
+    assert [e.name for e in seen].count("run.finished") == 1
+    assert seen[-1].fields["result"].output == "Oslo and Bergen are both sunny today."
 
 
 async def test_a_reader_that_is_cancelled_cancels_the_run() -> None:
