@@ -126,6 +126,7 @@ _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
 _RESULT_SPELLINGS = {
     "final_output": "output", "data": "output", "all_messages": "messages",
     "to_input_list": "messages",
+    "new_messages": "messages (the whole conversation: this run's follow the history given)",
 }
 """Results' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 

@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jianmu.runtime.eager import FirstStep
 from jianmu.runtime.events import Event
@@ -31,6 +31,16 @@ _OPEN: weakref.WeakKeyDictionary[Any, _Opened] = weakref.WeakKeyDictionary()
 def _ends(runner: Any, event: Event) -> bool:
     """Whether ``event`` (a ``run.finished``) ends this run, not a nested runner's."""
     return getattr(event.fields.get("result"), "run_id", None) == runner.run_id
+
+
+_PEERS = frozenset({
+    "stream_events", "stream_text", "stream_output", "stream_responses", "stream",
+    "get_output", "final_output", "output", "result", "usage", "new_messages", "all_messages",
+})
+"""What pydantic-ai's ``run_stream`` result and the Agents SDK's ``RunResultStreaming`` have."""
+_READ = ("async for event in agent.stream(...): the text as it comes in llm.call.delta "
+         "events (event.fields['text']), the result in the last one, run.finished "
+         "(event.fields['result'])")
 
 
 class EventStream(AsyncGenerator[Event, None]):
@@ -67,6 +77,14 @@ class EventStream(AsyncGenerator[Event, None]):
 
     async def __aenter__(self) -> EventStream:
         return self
+
+    if not TYPE_CHECKING:  # a type checker still flags a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            # only for names the stream lacks: a peer's streamed result, read another way here
+            hint = "; Jianmu's stream is read as it is: " + _READ if name in _PEERS else ""
+            raise AttributeError(f"'EventStream' object has no attribute {name!r}{hint}",
+                                 name=name, obj=self)
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._events.aclose()

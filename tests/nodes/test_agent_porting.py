@@ -257,3 +257,32 @@ def test_an_agent_method_of_another_framework_says_jianmus_spelling(peer: str,
     with pytest.raises(AttributeError, match="no_such_thing") as raised:
         agent.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
     assert "Jianmu" not in str(raised.value)
+
+
+@pytest.mark.parametrize("peer", ["stream_text", "stream_events", "get_output", "final_output"])
+def test_a_streamed_results_method_of_another_framework_says_how_jianmu_reads_it(
+    peer: str,
+) -> None:
+    """``async with agent.stream(q) as result: result.stream_text()`` (pydantic-ai) or
+    ``result.stream_events()`` (the Agents SDK): the stream is read as it is, and the error
+    says how (it was a bare AttributeError of an async generator)."""
+    import asyncio
+
+    async def read() -> None:
+        agent = Agent(ScriptedLLM(["Hi."]))
+        async with agent.stream("Hello.") as result:
+            with pytest.raises(AttributeError, match=rf"'{peer}'.*async for event in agent"
+                                                     r"\.stream.*llm\.call\.delta.*run\.finished"):
+                getattr(result, peer)
+            with pytest.raises(AttributeError, match="no_such_thing") as raised:
+                result.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
+            assert "Jianmu" not in str(raised.value)
+            assert [event.name async for event in result][-1] == "run.finished"
+
+    asyncio.run(read())
+
+
+def test_new_messages_of_pydantic_ai_says_jianmus_spelling() -> None:
+    result = Agent(ScriptedLLM(["Hi."])).run_sync("Hello.")
+    with pytest.raises(AttributeError, match=r"new_messages.*result\.messages \(the whole"):
+        result.new_messages  # noqa: B018
