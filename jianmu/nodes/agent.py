@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
@@ -153,6 +153,24 @@ _SPELLINGS = {
     "max_turns": "max_iterations=",
 }
 """Keywords of pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
+
+
+_RUN_SPELLINGS = {
+    "message_history": "history=", "model_settings": "Agent(..., llm_params=...)",
+    "usage_limits": "Agent(..., constraints=...) (guard.budget, max_iterations)",
+    "output_type": "Agent(..., output_type=...)", "max_turns": "Agent(..., max_iterations=...)",
+    "input": "the first argument, prompt",
+}
+"""Keywords of pydantic-ai's ``agent.run`` and the Agents SDK's ``Runner.run``, in Jianmu."""
+
+
+def _unexpected(method: str, keywords: Mapping[str, Any]) -> TypeError:
+    """The TypeError of ``Agent.<method>()`` given ``keywords`` it does not take, with Jianmu's
+    spelling of a peer's."""
+    key = next(iter(keywords))
+    hint = _RUN_SPELLINGS.get(key)
+    return TypeError(f"Agent.{method}() got an unexpected keyword argument {key!r}"
+                     + (f"; Jianmu spells it {hint}" if hint else ""))
 
 
 def _check_options(options: Mapping[str, Any]) -> None:
@@ -346,6 +364,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        **peer: Never,
     ) -> AgentResult:
         """Answer ``prompt`` (after ``history``, a conversation so far: `Message`s, OpenAI chat
         dicts, or the OpenAI Agents SDK's ``to_input_list()`` items), or go on with the
@@ -359,7 +378,11 @@ class Agent:
             TypeError: a prompt that is not a message (a list: pass it as ``history=``), or
                 a ``history`` that is not a list of messages.
             ValueError, TypeError: a ``timeout`` that is not a number of seconds > 0.
+            TypeError: a keyword it does not take (a peer's gets Jianmu's spelling:
+                ``message_history=`` is ``history=``).
         """
+        if peer:
+            raise _unexpected("run", peer)
         runner = self._runner(prompt, history, resume, timeout)
         try:
             result = await runner.run(timeout=timeout)
@@ -374,6 +397,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        **peer: Never,
     ) -> AgentResult:
         """`run` from synchronous code (through `ReactiveRunner.run_sync`).
 
@@ -381,6 +405,8 @@ class Agent:
             RuntimeError: called inside a running event loop (``await agent.run()`` there).
             ValueError, TypeError: as `run`.
         """
+        if peer:
+            raise _unexpected("run_sync", peer)
         runner = self._runner(prompt, history, resume, timeout)
         try:
             result = runner.run_sync(timeout=timeout)
@@ -395,6 +421,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        **peer: Never,
     ) -> EventStream:
         """`run`, yielding its events as they happen (`ReactiveRunner.stream`): the model's
         text as ``llm.call.delta``, tool calls, and last ``run.finished``, whose
@@ -402,8 +429,10 @@ class Agent:
         ``async with agent.stream(...) as events:`` waits for that on leaving the block.
 
         Raises:
-            ValueError, TypeError: as `run`.
+            ValueError, TypeError: as `run`; a keyword it does not take, at once.
         """
+        if peer:
+            raise _unexpected("stream", peer)
         streaming: list[ReactiveRunner] = []  # the run, while this stream runs it
         reader = self._stream(prompt, history, resume, timeout, streaming)
         # a plain ``break`` drops this generator, not the runner's stream it holds: the run

@@ -286,3 +286,30 @@ def test_new_messages_of_pydantic_ai_says_jianmus_spelling() -> None:
     result = Agent(ScriptedLLM(["Hi."])).run_sync("Hello.")
     with pytest.raises(AttributeError, match=r"new_messages.*result\.messages \(the whole"):
         result.new_messages  # noqa: B018
+
+
+@pytest.mark.parametrize(("peer", "ours"), [
+    ("message_history", "history="), ("model_settings", "llm_params="),
+    ("usage_limits", "constraints="), ("max_turns", "max_iterations="),
+])
+@pytest.mark.parametrize("method", ["run", "run_sync", "stream"])
+def test_a_run_keyword_of_another_framework_says_jianmus_spelling(
+    method: str, peer: str, ours: str,
+) -> None:
+    """pydantic-ai's ``agent.run_sync(q, message_history=result.all_messages())`` (the hint
+    for ``all_messages`` leads there) got a bare "unexpected keyword argument"; the stream
+    refuses it at once, not on its first event."""
+    import asyncio
+
+    agent = Agent(ScriptedLLM(["Hi."]))
+    call = getattr(agent, method)
+    with pytest.raises(TypeError, match=rf"Agent\.{method}\(\) got an unexpected keyword "
+                                        rf"argument '{peer}'; Jianmu spells it .*{ours}"):
+        made = call("Hello.", **{peer: []})
+        if method == "run":
+            asyncio.run(made)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'nonsense'$"):
+        outcome = call("Hello.", nonsense=1)
+        if method == "run":
+            asyncio.run(outcome)
+    assert agent.run_sync("Hello.").output == "Hi."
