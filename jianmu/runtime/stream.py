@@ -144,24 +144,25 @@ async def left_behind(runner: Any, last: _Opened | None = None) -> bool:
 
 
 async def _stopped(task: asyncio.Task[Any]) -> None:
-    """Wait for the run's ``task``, told to stop, to end as `ReactiveRunner.cancel` ends it;
-    a reader cancelled meanwhile still waits, then raises its ``CancelledError``.
+    """Wait for the run's ``task``, told to stop, to end as `ReactiveRunner.cancel` ends it.
 
-    Cancelling the run's task instead would cut its tools' clean-up short and end it with no
-    ``run.finished`` and no checkpoint; and anyio's cancel scopes (``fail_after``, a
-    Starlette response whose client left) cancel the reader again at every turn of the loop
-    until it leaves, so no second cancellation can mean "hurry up".
+    The wait is shielded from anyio's cancel scopes (``fail_after``, a Starlette response
+    whose client left), which cancel the reader again at every turn of the loop until it
+    leaves: a run cancelled outright for that had its tools' clean-up cut short and ended
+    with no ``run.finished`` and no checkpoint. A reader cancelled again by asyncio itself
+    (``task.cancel()``) still cancels the run outright, and raises once it has ended.
     """
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait((task,))  # never cancels the task, never raises its error
-        except asyncio.CancelledError:
-            cancelled = True
-    if not task.cancelled():
-        task.exception()  # read: the reader's own exit reason is the one to surface
-    if cancelled:
-        raise asyncio.CancelledError
+    from anyio import CancelScope  # only for a reader that leaves a run going
+
+    try:
+        with CancelScope(shield=True):
+            await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()  # the reader itself is being cancelled again: so is the run
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    except Exception:  # the reader's own exit reason is the one to surface
+        pass
 
 
 async def _stream(
