@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Never
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
 from jianmu.llm.messages import Message
@@ -38,7 +38,7 @@ from jianmu.runtime._checks import check_run
 from jianmu.runtime.context import user_role_names
 from jianmu.runtime.events import Event
 from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
-from jianmu.runtime.stream import on_drop
+from jianmu.runtime.stream import EventStream, on_drop
 from jianmu.state import StateManager
 from jianmu.tools.calls import is_tool_name
 from jianmu.tools.registry import as_tools
@@ -126,6 +126,7 @@ _RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunResult))
 _RESULT_SPELLINGS = {
     "final_output": "output", "data": "output", "all_messages": "messages",
     "to_input_list": "messages",
+    "new_messages": "messages (the whole conversation: this run's follow the history given)",
 }
 """Results' attributes in pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
 
@@ -152,6 +153,24 @@ _SPELLINGS = {
     "max_turns": "max_iterations=",
 }
 """Keywords of pydantic-ai and the OpenAI Agents SDK, and how Jianmu spells them."""
+
+
+_RUN_SPELLINGS = {
+    "message_history": "history=", "model_settings": "Agent(..., llm_params=...)",
+    "usage_limits": "Agent(..., constraints=...) (guard.budget, max_iterations)",
+    "output_type": "Agent(..., output_type=...)", "max_turns": "Agent(..., max_iterations=...)",
+    "input": "the first argument, prompt",
+}
+"""Keywords of pydantic-ai's ``agent.run`` and the Agents SDK's ``Runner.run``, in Jianmu."""
+
+
+def _unexpected(method: str, keywords: Mapping[str, Any]) -> TypeError:
+    """The TypeError of ``Agent.<method>()`` given ``keywords`` it does not take, with Jianmu's
+    spelling of a peer's."""
+    key = next(iter(keywords))
+    hint = _RUN_SPELLINGS.get(key)
+    return TypeError(f"Agent.{method}() got an unexpected keyword argument {key!r}"
+                     + (f"; Jianmu spells it {hint}" if hint else ""))
 
 
 def _check_options(options: Mapping[str, Any]) -> None:
@@ -345,6 +364,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        **peer: Never,
     ) -> AgentResult:
         """Answer ``prompt`` (after ``history``, a conversation so far: `Message`s, OpenAI chat
         dicts, or the OpenAI Agents SDK's ``to_input_list()`` items), or go on with the
@@ -358,7 +378,11 @@ class Agent:
             TypeError: a prompt that is not a message (a list: pass it as ``history=``), or
                 a ``history`` that is not a list of messages.
             ValueError, TypeError: a ``timeout`` that is not a number of seconds > 0.
+            TypeError: a keyword it does not take (a peer's gets Jianmu's spelling:
+                ``message_history=`` is ``history=``).
         """
+        if peer:
+            raise _unexpected("run", peer)
         runner = self._runner(prompt, history, resume, timeout)
         try:
             result = await runner.run(timeout=timeout)
@@ -373,6 +397,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        **peer: Never,
     ) -> AgentResult:
         """`run` from synchronous code (through `ReactiveRunner.run_sync`).
 
@@ -380,6 +405,8 @@ class Agent:
             RuntimeError: called inside a running event loop (``await agent.run()`` there).
             ValueError, TypeError: as `run`.
         """
+        if peer:
+            raise _unexpected("run_sync", peer)
         runner = self._runner(prompt, history, resume, timeout)
         try:
             result = runner.run_sync(timeout=timeout)
@@ -394,20 +421,24 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
-    ) -> AsyncGenerator[Event, None]:
+        **peer: Never,
+    ) -> EventStream:
         """`run`, yielding its events as they happen (`ReactiveRunner.stream`): the model's
         text as ``llm.call.delta``, tool calls, and last ``run.finished``, whose
-        ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run.
+        ``fields["result"]`` is the `AgentResult`. Leaving the loop early cancels the run;
+        ``async with agent.stream(...) as events:`` waits for that on leaving the block.
 
         Raises:
-            ValueError, TypeError: as `run`.
+            ValueError, TypeError: as `run`; a keyword it does not take, at once.
         """
+        if peer:
+            raise _unexpected("stream", peer)
         streaming: list[ReactiveRunner] = []  # the run, while this stream runs it
         reader = self._stream(prompt, history, resume, timeout, streaming)
         # a plain ``break`` drops this generator, not the runner's stream it holds: the run
         # stops as this one is dropped, not once Python has closed both
         on_drop(reader, functools.partial(_stop_streamed, streaming))
-        return reader
+        return EventStream(reader)
 
     async def _stream(
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None,

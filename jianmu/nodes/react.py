@@ -11,7 +11,7 @@ import py_trees
 from py_trees.common import Status
 
 from jianmu.constraints import DEFAULT_MAX_ITERATIONS, Constraints
-from jianmu.errors import StateValidationError
+from jianmu.errors import StateValidationError, TokenBudgetExhausted
 from jianmu.guard.guardrails import Guardrail, given_guardrails
 from jianmu.llm.provider import LLMProvider
 from jianmu.nodes.agent_llm import AgentLLMNode
@@ -146,6 +146,9 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
     _sole_in: tuple[py_trees.behaviour.Behaviour, bool] | None = None
     """The sub-agent's tree last asked about, and whether this is its only agent."""
 
+    error: BaseException | None = None
+    """What ended the loop, when an error says it: `TokenBudgetExhausted` once the token
+    budget is spent (the run's `RunResult.exception`); None otherwise."""
     _next_round_in_tick = False
     """Set while `tick` itself starts the next round (no wake-up needed for it then)."""
     _checked_manager: Any = None
@@ -157,6 +160,7 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
                                  "agent_rounds": 0}
         state = self.state
         self._check_schema(state)
+        self.error = None
         if state.get("failed_outputs"):  # a typed answer's retries count per run
             fresh["failed_outputs"] = 0
         # only what differs: rewriting a fresh state's own values would only wake the runner
@@ -243,7 +247,8 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
             budget = self.limits()[1]
             spent = tokens_spent(self)
             if budget is not None and spent >= budget:  # its model refused to ask: said so
-                return self._give_up(f"token budget exhausted ({spent} of {budget} tokens used)")
+                return self._give_up(
+                    f"token budget exhausted ({spent} of {budget} tokens used)", budget=True)
             self.feedback_message = self.decorated.feedback_message or "a round failed"
             return Status.FAILURE
         if self.state.get("final_answer") is not None and not self.state.get("actions"):
@@ -254,7 +259,8 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
             return self._give_up(f"max_iterations={iterations} reached without a final answer")
         spent = tokens_spent(self)  # the run's, not this namespace's: skills share the budget
         if budget is not None and spent >= budget:
-            return self._give_up(f"token budget exhausted ({spent} of {budget} tokens used)")
+            return self._give_up(
+                f"token budget exhausted ({spent} of {budget} tokens used)", budget=True)
         team = self.decorated
         answering = team.answering_limits() if isinstance(team, AgentSwitch) else None
         if answering is not None:  # a hand-off target: its own limits hold while it answers
@@ -264,13 +270,15 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
                                      "reached without a final answer")
             if its_budget is not None and spent >= its_budget:
                 return self._give_up(f"agent {agent!r}: token budget exhausted ({spent} of "
-                                     f"{its_budget} tokens used)")
+                                     f"{its_budget} tokens used)", budget=True)
         if not self._next_round_in_tick:
             self.ctx.wake()  # the next tick starts the next round
         return Status.RUNNING
 
-    def _give_up(self, reason: str) -> Status:
+    def _give_up(self, reason: str, *, budget: bool = False) -> Status:
         self.feedback_message = reason
+        if budget:  # the guard's limit: its error, as when a model call is refused for it
+            self.error = TokenBudgetExhausted(reason)
         self.state.write_port("done", True)
         self.ctx.events.emit("react.stopped", node=self.path, reason=reason)
         return Status.FAILURE

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from jianmu.runtime.events import Event, EventBus
     from jianmu.runtime.lease import Lease, LeasingCheckpointer
     from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
+    from jianmu.runtime.stream import EventStream
 
 __all__ = (
     "ApprovalDecision",
@@ -25,6 +26,7 @@ __all__ = (
     "Checkpointer",
     "Event",
     "EventBus",
+    "EventStream",
     "Interaction",
     "Lease",
     "LeasingCheckpointer",
@@ -43,5 +45,6 @@ _HOLDERS = {
     "jianmu.runtime.events": ("Event", "EventBus"),
     "jianmu.runtime.lease": ("Lease", "LeasingCheckpointer"),
     "jianmu.runtime.runner": ("ReactiveRunner", "RunResult", "RunStatus"),
+    "jianmu.runtime.stream": ("EventStream",),
 }
 __getattr__, __dir__ = lazy_names(__name__, _HOLDERS, __all__)

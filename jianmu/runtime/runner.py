@@ -10,7 +10,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
@@ -36,13 +36,12 @@ from jianmu.runtime.events import (
     GEN_AI_AGENT_NAME,
     GEN_AI_OPERATION_NAME,
     JIANMU_RUN_ID,
-    Event,
     EventBus,
     get_tracer,
     run_ended,
 )
 from jianmu.runtime.lease import RunClaim, store_failed
-from jianmu.runtime.stream import left_behind, open_stream
+from jianmu.runtime.stream import EventStream, left_behind, open_stream
 from jianmu.state import StateManager
 
 if TYPE_CHECKING:
@@ -596,7 +595,7 @@ class ReactiveRunner:
 
     def stream(
         self, max_ticks: int | None = None, timeout: float | None = None
-    ) -> AsyncGenerator[Event, None]:
+    ) -> EventStream:
         """Run the tree (as `run`) and yield the run's events as they happen, in order.
 
         The events are the bus's own (`Event`: ``name``, ``node``, ``fields``), those of
@@ -606,9 +605,9 @@ class ReactiveRunner:
         ends its stream there; after ``approve()``, ``stream()`` again goes on.
 
         No event is dropped for a slow reader: they wait in an unbounded queue. Leaving the
-        loop early (``break``, an exception, ``aclose()``) cancels the run as it is left: its
-        running tools see ``CancelledError`` and the run ends CANCELLED before the generator
-        closes (`jianmu.runtime.stream`).
+        loop early (``break``, an exception, ``aclose()``, an ``async with`` block) cancels the
+        run as it is left: its running tools see ``CancelledError`` and the run ends CANCELLED
+        before the generator closes (`jianmu.runtime.stream.EventStream`).
 
         Raises:
             RuntimeError: the runner is already running.

@@ -3,7 +3,8 @@
 The reader gets the bus's own events, in order, from an unbounded queue (a slow reader loses
 nothing), ending with the run's own ``run.finished`` (a sub-run's end does not end it). A
 reader that leaves early stops the run as `ReactiveRunner.cancel` does, and waits for it: its
-running tools see ``CancelledError`` and nothing is left running.
+running tools see ``CancelledError`` and nothing is left running. The stream is an
+`EventStream`: an async generator that ``async with`` also closes on the way out.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jianmu.runtime.eager import FirstStep
 from jianmu.runtime.events import Event
 
-__all__ = ("left_behind", "on_drop", "open_stream")
+__all__ = ("EventStream", "left_behind", "on_drop", "open_stream")
 
 _Opened = tuple[weakref.ref[Any], list[asyncio.Task[Any] | None]]
 _OPEN: weakref.WeakKeyDictionary[Any, _Opened] = weakref.WeakKeyDictionary()
@@ -32,9 +33,66 @@ def _ends(runner: Any, event: Event) -> bool:
     return getattr(event.fields.get("result"), "run_id", None) == runner.run_id
 
 
+_PEERS = frozenset({
+    "stream_events", "stream_text", "stream_output", "stream_responses", "stream",
+    "get_output", "final_output", "output", "result", "usage", "new_messages", "all_messages",
+})
+"""What pydantic-ai's ``run_stream`` result and the Agents SDK's ``RunResultStreaming`` have."""
+_READ = ("async for event in agent.stream(...): the text as it comes in llm.call.delta "
+         "events (event.fields['text']), the result in the last one, run.finished "
+         "(event.fields['result'])")
+
+
+class EventStream(AsyncGenerator[Event, None]):
+    """A run's events, as `ReactiveRunner.stream` and `Agent.stream` yield them: an async
+    generator, which ``async with`` closes on the way out as `contextlib.aclosing` would
+    (pydantic-ai's ``async with agent.run_stream(...)`` ported as it is written).
+
+    ``async for`` reads the generator itself (``__aiter__`` hands it over): no step of this
+    wrapper per event, and a plain ``break`` drops it as it dropped the bare generator.
+    """
+
+    __slots__ = ("__weakref__", "_events")
+
+    def __init__(self, events: AsyncGenerator[Event, None]) -> None:
+        self._events = events
+
+    def __aiter__(self) -> AsyncGenerator[Event, None]:  # type: ignore[override]
+        return self._events
+
+    def __anext__(self) -> Any:
+        return self._events.__anext__()
+
+    def asend(self, value: None) -> Any:
+        """Send ``value`` into the generator (`AsyncGenerator.asend`)."""
+        return self._events.asend(value)
+
+    def athrow(self, *args: Any) -> Any:
+        """Raise an exception inside the generator (`AsyncGenerator.athrow`)."""
+        return self._events.athrow(*args)
+
+    def aclose(self) -> Any:
+        """Close the stream: a run still going is stopped, and waited for."""
+        return self._events.aclose()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    if not TYPE_CHECKING:  # a type checker still flags a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            # only for names the stream lacks: a peer's streamed result, read another way here
+            hint = "; Jianmu's stream is read as it is: " + _READ if name in _PEERS else ""
+            raise AttributeError(f"'EventStream' object has no attribute {name!r}{hint}",
+                                 name=name, obj=self)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._events.aclose()
+
+
 def open_stream(
     runner: Any, *, max_ticks: int | None = None, timeout: float | None = None
-) -> AsyncGenerator[Event, None]:
+) -> EventStream:
     """Run ``runner`` (a `ReactiveRunner`, as its ``run``) and yield its events as they
     happen; see `ReactiveRunner.stream`.
 
@@ -45,7 +103,7 @@ def open_stream(
     reader = _stream(runner, started, _OPEN.get(runner), max_ticks, timeout)
     _OPEN[runner] = (weakref.ref(reader), started)
     on_drop(reader, functools.partial(_stop, runner, started))
-    return reader
+    return EventStream(reader)
 
 
 _WATCHED: set[weakref.ref[Any]] = set()
@@ -83,6 +141,28 @@ async def left_behind(runner: Any, last: _Opened | None = None) -> bool:
     runner.cancel()  # as the generator's close does (the loop may close it later, or never)
     await asyncio.gather(task, return_exceptions=True)
     return not runner._running
+
+
+async def _stopped(task: asyncio.Task[Any]) -> None:
+    """Wait for the run's ``task``, told to stop, to end as `ReactiveRunner.cancel` ends it.
+
+    The wait is shielded from anyio's cancel scopes (``fail_after``, a Starlette response
+    whose client left), which cancel the reader again at every turn of the loop until it
+    leaves: a run cancelled outright for that had its tools' clean-up cut short and ended
+    with no ``run.finished`` and no checkpoint. A reader cancelled again by asyncio itself
+    (``task.cancel()``) still cancels the run outright, and raises once it has ended.
+    """
+    from anyio import CancelScope  # only for a reader that leaves a run going
+
+    try:
+        with CancelScope(shield=True):
+            await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()  # the reader itself is being cancelled again: so is the run
+        await asyncio.gather(task, return_exceptions=True)
+        raise
+    except Exception:  # the reader's own exit reason is the one to surface
+        pass
 
 
 async def _stream(
@@ -171,12 +251,5 @@ async def _stream(
         bus.readers -= 1
         if outcome is None and not task.done():
             runner.cancel()  # the reader left: stop the run as cancel() does, cleanly
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                task.cancel()  # the reader itself is being cancelled: so is the run
-                await asyncio.gather(task, return_exceptions=True)
-                raise
-            except Exception:  # the reader's own exit reason is the one to surface
-                pass
+            await _stopped(task)
 

@@ -257,3 +257,59 @@ def test_an_agent_method_of_another_framework_says_jianmus_spelling(peer: str,
     with pytest.raises(AttributeError, match="no_such_thing") as raised:
         agent.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
     assert "Jianmu" not in str(raised.value)
+
+
+@pytest.mark.parametrize("peer", ["stream_text", "stream_events", "get_output", "final_output"])
+def test_a_streamed_results_method_of_another_framework_says_how_jianmu_reads_it(
+    peer: str,
+) -> None:
+    """``async with agent.stream(q) as result: result.stream_text()`` (pydantic-ai) or
+    ``result.stream_events()`` (the Agents SDK): the stream is read as it is, and the error
+    says how (it was a bare AttributeError of an async generator)."""
+    import asyncio
+
+    async def read() -> None:
+        agent = Agent(ScriptedLLM(["Hi."]))
+        async with agent.stream("Hello.") as result:
+            with pytest.raises(AttributeError, match=rf"'{peer}'.*async for event in agent"
+                                                     r"\.stream.*llm\.call\.delta.*run\.finished"):
+                getattr(result, peer)
+            with pytest.raises(AttributeError, match="no_such_thing") as raised:
+                result.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
+            assert "Jianmu" not in str(raised.value)
+            assert [event.name async for event in result][-1] == "run.finished"
+
+    asyncio.run(read())
+
+
+def test_new_messages_of_pydantic_ai_says_jianmus_spelling() -> None:
+    result = Agent(ScriptedLLM(["Hi."])).run_sync("Hello.")
+    with pytest.raises(AttributeError, match=r"new_messages.*result\.messages \(the whole"):
+        result.new_messages  # noqa: B018
+
+
+@pytest.mark.parametrize(("peer", "ours"), [
+    ("message_history", "history="), ("model_settings", "llm_params="),
+    ("usage_limits", "constraints="), ("max_turns", "max_iterations="),
+])
+@pytest.mark.parametrize("method", ["run", "run_sync", "stream"])
+def test_a_run_keyword_of_another_framework_says_jianmus_spelling(
+    method: str, peer: str, ours: str,
+) -> None:
+    """pydantic-ai's ``agent.run_sync(q, message_history=result.all_messages())`` (the hint
+    for ``all_messages`` leads there) got a bare "unexpected keyword argument"; the stream
+    refuses it at once, not on its first event."""
+    import asyncio
+
+    agent = Agent(ScriptedLLM(["Hi."]))
+    call = getattr(agent, method)
+    with pytest.raises(TypeError, match=rf"Agent\.{method}\(\) got an unexpected keyword "
+                                        rf"argument '{peer}'; Jianmu spells it .*{ours}"):
+        made = call("Hello.", **{peer: []})
+        if method == "run":
+            asyncio.run(made)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'nonsense'$"):
+        outcome = call("Hello.", nonsense=1)
+        if method == "run":
+            asyncio.run(outcome)
+    assert agent.run_sync("Hello.").output == "Hi."

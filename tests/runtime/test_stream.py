@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel
 
-from jianmu import ReactiveRunner, RunFailed, ScriptedLLM, SQLiteCheckpointer, StateManager
+from jianmu import Agent, ReactiveRunner, RunFailed, ScriptedLLM, SQLiteCheckpointer, StateManager
 from jianmu.errors import OutputValidationError
 from jianmu.llm import LLMResponse, Message, Usage
 from jianmu.nodes import AgentState, agent_tool, create_react_node
@@ -279,6 +281,30 @@ async def test_closing_the_stream_returns_once_the_run_has_stopped() -> None:
     assert runner.interaction.pending == []
 
 
+async def test_async_with_closes_the_stream_on_leaving_the_block() -> None:
+    """pydantic-ai's ``async with agent.run_stream(...) as result:``, ported to Jianmu's
+    spelling, works as `contextlib.aclosing` does: leaving the block waits for the stopped
+    run (it raised "'async_generator' object does not support the asynchronous context
+    manager protocol")."""
+    runner, running, cancelled, finished = waiting_run()
+    before = asyncio.all_tasks()
+    async with runner.stream() as events:
+        assert isinstance(events, AsyncGenerator)
+        async for event in events:
+            if event.name == "tool.call.started":
+                await running.wait()
+                break
+        assert not cancelled.is_set()  # held by the block: the run goes on until it ends
+    assert cancelled.is_set() and [e.fields["status"] for e in finished] == ["cancelled"]
+    assert asyncio.all_tasks() == before
+
+    agent = Agent(three_turns(), tools=[lookup])
+    async with agent.stream("Weather in Oslo?", timeout=30) as events:
+        seen = [await anext(events)] + [event async for event in events]
+    assert [e.name for e in seen].count("run.finished") == 1
+    assert seen[-1].fields["result"].output == "Oslo and Bergen are both sunny today."
+
+
 async def test_a_reader_that_is_cancelled_cancels_the_run() -> None:
     runner, running, cancelled, finished = waiting_run()
     before = asyncio.all_tasks()
@@ -293,6 +319,49 @@ async def test_a_reader_that_is_cancelled_cancels_the_run() -> None:
     with pytest.raises(asyncio.CancelledError):
         await reader
     assert cancelled.is_set() and [e.fields["status"] for e in finished] == ["cancelled"]
+    assert asyncio.all_tasks() == before
+
+
+@pytest.mark.parametrize("by", ["runner", "agent"])
+async def test_a_reader_in_a_cancelled_anyio_scope_stops_the_run_as_cancel_does(by: str) -> None:
+    """anyio's scopes (``fail_after``, a Starlette response whose client left) cancel the
+    reader again at every turn of the loop: the run still stops as ``cancel()`` stops it, its
+    tool's clean-up whole and its ``run.finished`` told. The reader cancelled twice used to
+    cancel the run's task: the clean-up was cut short and the run ended with no event."""
+    running, cleaned = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def fetch(what: str) -> str:
+        """Fetch a thing slowly.
+
+        Args:
+            what: the thing.
+        """
+        running.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            for _ in range(20):  # a clean-up that awaits: the loop turns meanwhile
+                await asyncio.sleep(0)
+            cleaned.set()
+            raise
+        return what
+
+    llm = ScriptedLLM([[{"name": "fetch", "arguments": {"what": "rain"}}], "never"])
+    runner = ReactiveRunner(create_react_node(llm, [fetch]), start())
+    agent = Agent(llm, tools=[fetch])
+    finished: list[Event] = []
+    before = asyncio.all_tasks()
+    with anyio.CancelScope() as scope:
+        events = runner.stream(timeout=30) if by == "runner" else agent.stream("Rain?")
+        async for event in events:
+            if event.name == "tool.call.started":
+                run = runner if by == "runner" else next(iter(agent._runs))
+                run.ctx.events.subscribe("run.finished", finished.append)
+                await running.wait()
+                scope.cancel()
+    assert scope.cancelled_caught and cleaned.is_set()
+    assert [event.fields["status"] for event in finished] == ["cancelled"]
     assert asyncio.all_tasks() == before
 
 
@@ -426,6 +495,26 @@ async def test_a_failure_without_an_exception_raises_run_failed() -> None:
     assert isinstance(result.exception, RunFailed)
     with pytest.raises(RunFailed, match="max_iterations=2"):
         result.raise_for_status()
+
+
+async def test_a_spent_token_budget_is_the_results_exception_by_its_type() -> None:
+    """The loop that stops after a round for the budget fails with the guard's own error, as
+    the model node does when it refuses a call for it: ``except TokenBudgetExhausted`` holds
+    whichever saw it first (it was a bare `RunFailed`)."""
+    from jianmu import Constraints
+    from jianmu.errors import TokenBudgetExhausted
+
+    budget = Constraints.model_validate({"guard": {"budget": {"total_tokens": 10}}})
+    runner = ReactiveRunner(create_react_node(three_turns(), [lookup], constraints=budget),
+                            start())
+    result = await runner.run(timeout=30)
+    assert result.status is RunStatus.FAILURE
+    assert isinstance(result.exception, TokenBudgetExhausted)
+    assert "token budget exhausted" in str(result.exception)
+    assert "TokenBudgetExhausted: token budget exhausted" in (result.error or "")
+    with pytest.raises(TokenBudgetExhausted) as raised:
+        result.raise_for_status()
+    assert raised.value is result.exception
 
 
 async def test_timeout_and_cancel_raise_run_failed_saying_which() -> None:
