@@ -410,6 +410,11 @@ class SandboxUnavailableError(SandboxError):
 class LLMError(JianmuError, RuntimeError):
     """The model provider failed."""
 
+    status_code: int | None = None
+    """The HTTP status the model's server answered with (401, 429, 503), when the failure is
+    an error status; ``None`` when no status came (a connection that failed, a stream that
+    broke off, an answer that could not be read)."""
+
 
 class LLMTransientError(LLMError):
     """A provider failure worth retrying: rate limit, server error, connection reset."""

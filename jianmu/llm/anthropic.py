@@ -404,9 +404,12 @@ class AnthropicProvider(SDKProvider):
             else:
                 text = f"HTTP {status} from {where}: {said}"
             if status in TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
-                raise LLMTransientError(text + tries) from exc
-            raise LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, "")) \
-                from exc
+                error: LLMError = LLMTransientError(text + tries)
+            else:
+                error = LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, ""))
+            if not midstream:  # an error event in a stream came with the stream's 200
+                error.status_code = status
+            raise error from exc
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__ or exc
             if timed_out(exc) or isinstance(exc, anthropic.APITimeoutError):  # no byte came

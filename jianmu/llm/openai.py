@@ -265,13 +265,14 @@ class OpenAIProvider(SDKProvider):
                 error: LLMError = LLMTransientError(
                     text + " (the account is out of quota: not asked again)")
                 error.ask_again = False  # type: ignore[attr-defined]
-                raise error from exc
-            if status in TRANSIENT_STATUSES or status >= 500:
+            elif status in TRANSIENT_STATUSES or status >= 500:
                 error = LLMTransientError(text)
                 error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
-                raise error from exc
-            raise LLMError(text + _STATUS_HINTS.get(status, "") + _unversioned_hint(
-                status, self.base_url)) from exc
+            else:
+                error = LLMError(text + _STATUS_HINTS.get(status, "") + _unversioned_hint(
+                    status, self.base_url))
+            error.status_code = status
+            raise error from exc
         except openai.APITimeoutError as exc:
             raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))) from exc
         except openai.APIConnectionError as exc:
@@ -313,10 +314,11 @@ class OpenAIProvider(SDKProvider):
                 if broke_off(exc) or getattr(exc, "ask_again", True) is False:
                     raise  # the server answered (and billed), or it never will: not again
                 if number >= self.max_retries:
-                    raise LLMTransientError(
+                    last = LLMTransientError(
                         f"chat completion failed after {number + 1} attempt(s) "
-                        f"(max_retries={self.max_retries}): {exc}"
-                    ) from exc
+                        f"(max_retries={self.max_retries}): {exc}")
+                    last.status_code = exc.status_code  # the last attempt's
+                    raise last from exc
                 delay = min(self.max_backoff, self.retry_backoff * 2**number)
                 retry_after = getattr(exc, "retry_after", None)
                 if retry_after is not None:
