@@ -12,7 +12,8 @@ from typing import Protocol
 from jianmu.guard._variables import runs_later
 
 __all__ = (
-    "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "only_info", "runs_code_in_arguments",
+    "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "gives_new_names", "only_info",
+    "runs_code_in_arguments",
 )  # fmt: skip
 
 
@@ -73,6 +74,38 @@ OPAQUE = frozenset(
     }
 )  # fmt: skip
 FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
+
+
+# Programs that give a file or folder another name: a link (``ln -s secrets s``), or a move or
+# a copy that carries a folder and its links along (``mv``, ``cp -r``, ``rsync``). The new name
+# does not exist when the guard looks, so it cannot follow it in a later command of the line.
+_RENAMERS = frozenset({"ln", "link", "mv", "rsync"})
+# cp's options that copy a folder or a link as it is, or make links: a plain `cp a b` copies
+# the bytes of one file, which a rule on the reading command cannot tell from any other file
+_CP_LETTERS = frozenset("rRadPsl")
+_CP_LONG = ("--recursive", "--archive", "--no-dereference", "--symbolic-link", "--link")
+
+
+def gives_new_names(forms: Sequence[Sequence[str]]) -> str | None:
+    """The program among a command's forms (its words, then after each wrapper) that gives a
+    file or folder another name a later command may read through, or None."""
+    for form in forms:
+        if form and (form[0] in _RENAMERS or (form[0] == "cp" and _cp_carries(form[1:]))):
+            return form[0]
+    return None
+
+
+def _cp_carries(args: Sequence[str]) -> bool:
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg.startswith("--"):
+            name = arg.partition("=")[0]  # cp takes a long option's unique beginning: --rec
+            if len(name) > 2 and any(long.startswith(name) for long in _CP_LONG):
+                return True
+        elif arg.startswith("-") and _CP_LETTERS & set(arg[1:]):
+            return True
+    return False
 
 
 def only_info(args: Sequence[Word]) -> bool:

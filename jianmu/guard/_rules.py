@@ -59,6 +59,7 @@ cannot prove harmless: a command word built from an expansion or substitution (`
 (``sh x.sh``, ``echo rm x | sh``, ``sh <<< ...``), an interpreter (``python``, ``perl``,
 ``node``...), awk's ``system``, sed's ``e``, ``git -c``, ``xargs``, ``parallel``,
 ``find -exec/-execdir/-ok/-delete``, other command runners (``watch``, ``su``, ``ssh``...),
+a link, move or copy of a folder beside another command (``ln -s secrets s; cat s/key``),
 a program run by a path outside the system folders (``./x.sh``), an option of a wrapper the
 guard does not know, or a change to ``PATH``, ``BASH_ENV``... (``read PATH`` too). An opaque
 command never matches an allow rule (`Rule.matches`), and `ToolPolicyChecker` never
