@@ -58,6 +58,11 @@ OPAQUE = frozenset(
         # more command runners: each runs the command (or script) it is given
         "setpriv", "faketime", "cpulimit", "numactl", "eatmydata", "capsh", "nocache", "chpst",
         "cgexec", "softlimit", "setarch", "linux32", "linux64", "uclampset", "schedtool",
+        # setarch by another name (util-linux links these to it): `x86_64 rm x` runs rm
+        "i386", "i486", "i586", "i686", "x86_64", "uname26", "ia64", "alpha", "arm", "armh",
+        "aarch64", "mips", "mips32", "mips64", "ppc", "ppc32", "ppc64", "ppc64le", "s390",
+        "s390x", "sparc", "sparc32", "sparc32bash", "sparc64", "parisc", "parisc32", "parisc64",
+        "torify", "caffeinate", "xe", "with-lock-ex", "retry",
         "runcon", "nsjail", "minijail0", "tini", "dumb-init", "daemonize", "start-stop-daemon",
         "sshpass", "torsocks", "proxychains", "proxychains4", "rlwrap", "tmux", "screen",
         "chronic", "ifne", "pee", "vipe", "lckdo", "setlock", "npx", "uvx", "pipx",
