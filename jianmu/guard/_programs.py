@@ -6,13 +6,14 @@ given to it (awk's ``system``, sed's ``e``, ``git -c alias.x='!cmd'``, ``tar --t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from jianmu.guard._variables import runs_later
 
 __all__ = (
-    "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "only_info", "runs_code_in_arguments",
+    "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "gives_new_names", "only_info",
+    "runs_code_in_arguments",
 )  # fmt: skip
 
 
@@ -37,8 +38,8 @@ SHELLS = frozenset(
 )  # fmt: skip
 _INFO_FLAGS = frozenset({"--version", "-V", "--help", "-h"})
 INTERPRETER_RE = re.compile(
-    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*|ruby[0-9.]*|irb|node(js)?|deno|bun|php[0-9.]*|"
-    r"lua[0-9.]*|luajit|tclsh[0-9.]*|wish|expect|rscript|r|julia|osascript|"
+    r"^(python[0-9.]*|pypy[0-9.]*|perl[0-9.]*(-\w+-linux-gnu\w*)?|pdb[0-9.]*|ruby[0-9.]*|irb|node(js)?|deno|bun|php[0-9.]*|"
+    r"lua[0-9.]*|luajit|tclsh[0-9.]*|wish[0-9.]*|expect|rscript|r|julia|osascript|"
     r"java|jshell|groovy|scala|dotnet|pwsh|powershell|guile|racket|sbcl|ghci|runghc|"
     r"swift|elixir|erl|escript|ld\.so|ld-linux[\w.-]*|ld-musl[\w.-]*|"
     r"i?python[0-9.]*w?|bpython|ptpython|jupyter|micropython|jython|graalpy|tsx|ts-node|"
@@ -57,6 +58,16 @@ OPAQUE = frozenset(
         # more command runners: each runs the command (or script) it is given
         "setpriv", "faketime", "cpulimit", "numactl", "eatmydata", "capsh", "nocache", "chpst",
         "cgexec", "softlimit", "setarch", "linux32", "linux64", "uclampset", "schedtool",
+        # setarch by another name (util-linux links these to it): `x86_64 rm x` runs rm
+        "i386", "i486", "i586", "i686", "x86_64", "uname26", "ia64", "alpha", "arm", "armh",
+        "aarch64", "mips", "mips32", "mips64", "ppc", "ppc32", "ppc64", "ppc64le", "s390",
+        "s390x", "sparc", "sparc32", "sparc32bash", "sparc64", "parisc", "parisc32", "parisc64",
+        "torify", "caffeinate", "xe", "with-lock-ex", "retry",
+        # more runners, and editors and debuggers by other names (Debian's `vim.basic`...)
+        "msgexec", "msgfilter", "systemd-cat", "systemd-inhibit", "systemd-socket-activate",
+        "memusage", "heaptrack", "luit", "pg_virtualenv", "debconf-apt-progress", "tini-static",
+        "sotruss", "valgrind.bin", "gdbtui", "slogin", "vim.basic", "vim.tiny", "vim.nox",
+        "vim.gtk3", "rview", "editor", "sensible-editor", "jrunscript",
         "runcon", "nsjail", "minijail0", "tini", "dumb-init", "daemonize", "start-stop-daemon",
         "sshpass", "torsocks", "proxychains", "proxychains4", "rlwrap", "tmux", "screen",
         "chronic", "ifne", "pee", "vipe", "lckdo", "setlock", "npx", "uvx", "pipx",
@@ -73,6 +84,38 @@ OPAQUE = frozenset(
     }
 )  # fmt: skip
 FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
+
+
+# Programs that give a file or folder another name: a link (``ln -s secrets s``), or a move or
+# a copy that carries a folder and its links along (``mv``, ``cp -r``, ``rsync``). The new name
+# does not exist when the guard looks, so it cannot follow it in a later command of the line.
+_RENAMERS = frozenset({"ln", "link", "mv", "rsync"})
+# cp's options that copy a folder or a link as it is, or make links: a plain `cp a b` copies
+# the bytes of one file, which a rule on the reading command cannot tell from any other file
+_CP_LETTERS = frozenset("rRadPsl")
+_CP_LONG = ("--recursive", "--archive", "--no-dereference", "--symbolic-link", "--link")
+
+
+def gives_new_names(forms: Sequence[Sequence[str]]) -> str | None:
+    """The program among a command's forms (its words, then after each wrapper) that gives a
+    file or folder another name a later command may read through, or None."""
+    for form in forms:
+        if form and (form[0] in _RENAMERS or (form[0] == "cp" and _cp_carries(form[1:]))):
+            return form[0]
+    return None
+
+
+def _cp_carries(args: Sequence[str]) -> bool:
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg.startswith("--"):
+            name = arg.partition("=")[0]  # cp takes a long option's unique beginning: --rec
+            if len(name) > 2 and any(long.startswith(name) for long in _CP_LONG):
+                return True
+        elif arg.startswith("-") and _CP_LETTERS & set(arg[1:]):
+            return True
+    return False
 
 
 def only_info(args: Sequence[Word]) -> bool:
@@ -98,6 +141,8 @@ _CODE_OPTIONS: dict[str, tuple[str, ...]] = {
     "dpkg": ("--pre-invoke", "--post-invoke", "--status-logger"),
     **dict.fromkeys(("apt-get", "apt"), ("-o", "--option", "-c", "--config-file")),
     "sort": ("--compress-program",), "install": ("--strip-program",),
+    **dict.fromkeys(("groff", "troff", "nroff"), ("-U",)),  # unsafe: `.sy cmd` runs cmd
+    **dict.fromkeys(("gpg", "gpg2"), ("--photo-viewer", "--exec-path")),
     "wget": ("--use-askpass", "-e", "--execute"),
     **dict.fromkeys(("sdiff", "diff3"), ("--diff-program",)),
     **dict.fromkeys(("nc", "ncat", "netcat"), ("-e", "-c", "--exec", "--sh-exec", "--lua-exec")),
@@ -120,6 +165,7 @@ _SUBCOMMAND_RUNNERS: dict[str, frozenset[str]] = {
     **dict.fromkeys(("docker", "podman", "nerdctl", "kubectl", "lxc", "incus", "flatpak",
                      "toolbox"), frozenset({"run", "exec", "enter"})),
     "nix": frozenset({"run", "shell", "develop"}),
+    **dict.fromkeys(("runc", "crun", "ctr"), frozenset({"run", "exec"})),
     "nix-shell": frozenset({"--run", "--command"}),
     "ip": frozenset({"netns"}),
 }  # fmt: skip
@@ -153,7 +199,7 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
         return any(
             t in ("-c", "--config-env", "--exec-path")
             or t.startswith(("--config-env=", "--exec-path="))
-            or t.split("=", 1)[0] in _GIT_RUNS
+            or _names_option(t, _GIT_RUNS)
             or t in _GIT_RUNNERS
             or "ext::" in t  # the `ext` transport runs its URL as a command
             for t in texts
@@ -178,11 +224,20 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
         if name == "tar" and texts and not texts[0].startswith("-"):
             groups.append(texts[0])
         return any(letters & set(group) for group in groups) or any(
-            t.split("=", 1)[0] in options
-            or any(o[1:2] != "-" and t.startswith(o) for o in options)
+            _names_option(t, options) or any(o[1:2] != "-" and t.startswith(o) for o in options)
             for t in texts
         )
     return False
+
+
+def _names_option(text: str, options: Iterable[str]) -> bool:
+    """Whether ``text`` is one of ``options`` (``--opt`` or ``--opt=value``) or, for a long
+    one, a beginning of it: getopt_long and git take ``--filt=cmd`` for ``--filter=cmd``."""
+    name = text.split("=", 1)[0]
+    if name in options:
+        return True
+    longs = [o for o in options if o[:2] == "--"]
+    return name[:2] == "--" and len(name) > 2 and any(o.startswith(name) for o in longs)
 
 
 def _reads_program(texts: list[str], letters: str, long: tuple[str, ...]) -> bool:

@@ -50,7 +50,8 @@ How argument values are matched:
   way: ``cat /ws/secrets/key``, ``cat notes/key`` through a link and ``cd /ws/secrets; cat
   key`` are ``cat secrets/key`` to a rule ``bash(cat secrets/*)``, and ``bash(cat docs/*)``
   does not allow ``cat docs/../secrets/key``. A form that only tidies a word (``./``, ``//``)
-  changes no grant: ``s/a//`` is not a path.
+  changes no grant: ``s/a//`` is not a path. A word that is a URL is also matched as the
+  client sends it (`url_forms`) by a rule that restricts: ``curl HTTPS://EVIL.COM`` is evil.com.
 
 **Shell rules fail closed.** A command line is *opaque* when it holds anything the matcher
 cannot prove harmless: a command word built from an expansion or substitution (``$R``,
@@ -59,6 +60,7 @@ cannot prove harmless: a command word built from an expansion or substitution (`
 (``sh x.sh``, ``echo rm x | sh``, ``sh <<< ...``), an interpreter (``python``, ``perl``,
 ``node``...), awk's ``system``, sed's ``e``, ``git -c``, ``xargs``, ``parallel``,
 ``find -exec/-execdir/-ok/-delete``, other command runners (``watch``, ``su``, ``ssh``...),
+a link, move or copy of a folder beside another command (``ln -s secrets s; cat s/key``),
 a program run by a path outside the system folders (``./x.sh``), an option of a wrapper the
 guard does not know, or a change to ``PATH``, ``BASH_ENV``... (``read PATH`` too). An opaque
 command never matches an allow rule (`Rule.matches`), and `ToolPolicyChecker` never
@@ -180,7 +182,9 @@ def url_forms(value: str) -> list[str]:
         host = (url.host or "").rstrip(".")
     except (httpx.InvalidURL, ValueError, TypeError):
         return forms
-    port = "" if url.port is None else f":{url.port}"  # httpx drops the scheme's default
+    # httpx drops the scheme's default port, but not after a scheme written `HTTPS:`
+    default = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(url.scheme)
+    port = "" if url.port in (None, default) else f":{url.port}"
     path = url.raw_path.decode("ascii", "replace")
     canonical = f"{url.scheme}://{host}{port}{path}"
     extra = [canonical, unquote(canonical)]
@@ -371,8 +375,10 @@ class Rule:
                 return True
             for words, dynamic in zip(command.forms, command.dynamic, strict=True):
                 # `cat ./secrets//k`, `cat /ws/secrets/k` and `cat notes/k` (a link to
-                # `secrets`) are `cat secrets/k` to a rule `bash(cat secrets/*)`
-                for moved in (words, *located_words(words, dynamic, root)):
+                # `secrets`) are `cat secrets/k` to a rule `bash(cat secrets/*)`; `curl
+                # HTTPS://EVIL.COM` is `curl https://evil.com/`
+                moves = (*located_words(words, dynamic, root), *url_words(words, dynamic))
+                for moved in (words, *moves):
                     if (
                         self.match_text(" ".join(moved))
                         or self._match_later_words(list(moved))
@@ -590,6 +596,34 @@ def located_words(
             moved[i] = forms[min(k, len(forms) - 1)]
         located.append(tuple(moved))
     return located
+
+
+def url_words(words: tuple[str, ...], dynamic: frozenset[int]) -> list[tuple[str, ...]]:
+    """The command's words with each URL as the client sends it (`url_forms`), one tuple per
+    form: ``curl HTTPS://EVIL.COM`` reaches ``https://evil.com/``, for a rule that restricts.
+    A word only the run knows may already be any URL to the rule (`Rule._match_dynamic`)."""
+    found = [
+        (i, [prefix + form for form in url_forms(url)[1:]])
+        for i, word in enumerate(words)
+        if i and i not in dynamic and "://" in word
+        for prefix, url in [_option_split(word)]
+    ]
+    found = [(i, forms) for i, forms in found if forms]
+    located: list[tuple[str, ...]] = []
+    for k in range(max((len(forms) for _, forms in found), default=0)):
+        moved = list(words)
+        for i, forms in found:
+            moved[i] = forms[min(k, len(forms) - 1)]
+        located.append(tuple(moved))
+    return located
+
+
+def _option_split(word: str) -> tuple[str, str]:
+    """An option's name and ``=`` (``--url=``), and its value; ``""`` and the word otherwise."""
+    if not word.startswith("-"):
+        return "", word
+    option, equals, value = word.partition("=")
+    return option + equals, value
 
 
 def shell_parts(shell: ShellScan, root: str | None = None) -> list[str]:

@@ -50,6 +50,7 @@ from jianmu.guard._programs import (
     INTERPRETER_RE,
     OPAQUE,
     SHELLS,
+    gives_new_names,
     only_info,
     runs_code_in_arguments,
 )
@@ -649,6 +650,11 @@ def scan(command: str) -> ShellScan:
 def _scan(command: str) -> ShellScan:
     out = _Found()
     _scan_into(command, 0, out)
+    renamer = next((n for c in out.commands if (n := gives_new_names(c.forms))), None)
+    if renamer is not None and len(out.commands) > 1:
+        # `ln -s secrets s; cat s/key`: the other commands may read through a name made now
+        out.opaque.append(f"{renamer!r} gives a file a new name the line's other commands "
+                          "may read through, which does not exist before the run")
     return ShellScan(tuple(out.commands), tuple(out.opaque))
 
 
