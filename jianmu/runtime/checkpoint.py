@@ -246,14 +246,20 @@ class SQLiteCheckpointer:
     made under it; a lease not renewed for ``lease_ttl`` seconds has expired (its owner
     crashed), and one whose process on this machine has died is taken over at once, while one
     whose process on this machine is another live one is not taken even once it expired.
-    ``clock`` (default `time.time`) is what leases are timed by.
+    ``clock`` (default `time.time`) is what leases are timed by. ``busy_timeout`` is how many
+    seconds a read or save waits while another connection (another process) holds the file's
+    write lock, before it fails with `CheckpointError` ("database is locked").
     """
 
     def __init__(self, path: str | Path = ":memory:", *, record_ticks: bool = True,
                  lease_ttl: float = DEFAULT_LEASE_TTL,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, busy_timeout: float = 5.0) -> None:
         if lease_ttl <= 0:
             raise ValueError(f"lease_ttl must be positive, got {lease_ttl!r}")
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or not (
+                0 <= busy_timeout < float("inf")):
+            raise ValueError(f"busy_timeout must be a number of seconds, 0 or more, got "
+                             f"{busy_timeout!r}")
         self.path = str(path)
         self.record_ticks = record_ticks
         self.lease_ttl = lease_ttl
@@ -274,7 +280,8 @@ class SQLiteCheckpointer:
                                   "name a file (in it, say)")
         self._lock = threading.Lock()
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, check_same_thread=False,
+                                       timeout=busy_timeout)
             self._check_foreign_table()
             self._db.create_function("jianmu_alive_elsewhere", 1, alive_elsewhere)
             self._db.execute("PRAGMA journal_mode=WAL")

@@ -308,3 +308,9 @@ def test_a_checkpoint_path_that_is_a_folder_says_so(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"cannot open checkpoint store .*: it is a "
                        "folder; name a file"):
         SQLiteCheckpointer(tmp_path)
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), "5", True, None])
+def test_a_busy_timeout_that_is_no_wait_is_refused(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(ValueError, match="busy_timeout must be a number of seconds"):
+        SQLiteCheckpointer(tmp_path / "runs.sqlite", busy_timeout=bad)

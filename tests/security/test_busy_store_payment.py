@@ -56,7 +56,7 @@ def test_a_payment_whose_under_way_save_failed_is_made_once_by_the_next_run(
 ) -> None:
     db = tmp_path / "runs.sqlite"
     run_id = suspended_payment(db)
-    store = SQLiteCheckpointer(db)
+    store = SQLiteCheckpointer(db, busy_timeout=0.05)  # a locked save fails soon
     runner = ReactiveRunner.restore(flow(), store, run_id, state_manager=StateManager(AgentState))
     runner.approve("pay_1")
     with write_locked(db), pytest.raises(CheckpointError, match=r"cannot save run .*locked"):

@@ -53,7 +53,7 @@ class BusyOnce(SQLiteCheckpointer):
 def test_a_run_its_store_interrupted_is_not_saved_as_failed(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     run_id = suspended_payment(db)
-    busy = BusyOnce(db)
+    busy = BusyOnce(db, busy_timeout=0.05)  # the locked save fails soon
     runner = ReactiveRunner.restore(pay_flow(), busy, run_id,
                                     state_manager=StateManager(AgentState))
     runner.approve("pay_1")
@@ -82,7 +82,7 @@ def test_the_interrupted_runner_goes_on_and_its_end_is_final_everywhere(
 ) -> None:
     db = tmp_path / "runs.sqlite"
     run_id = suspended_payment(db)
-    busy = BusyOnce(db)
+    busy = BusyOnce(db, busy_timeout=0.05)  # the locked save fails soon
     runner = ReactiveRunner.restore(pay_flow(), busy, run_id,
                                     state_manager=StateManager(AgentState))
     runner.approve("pay_1")

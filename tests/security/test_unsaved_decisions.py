@@ -29,9 +29,8 @@ pytestmark = pytest.mark.timeout(60)
 
 @contextmanager
 def write_locked(db: Path, store: SQLiteCheckpointer) -> Iterator[None]:
-    """Another connection holds the file's write lock; ``store`` waits 50 ms for it, not the
-    default 5 s (the wait's length is not what is tested)."""
-    store._db.execute("PRAGMA busy_timeout = 50")
+    """Another connection holds the file's write lock; ``store`` (made with a busy_timeout of
+    50 ms, not the default 5 s: the wait's length is not what is tested) waits for it."""
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
@@ -50,7 +49,7 @@ def _no_payments() -> None:
 def test_a_decision_the_store_refused_is_not_taken(tmp_path: Path, decide: str) -> None:
     db = tmp_path / "runs.sqlite"
     run_id = suspended_payment(db)
-    with SQLiteCheckpointer(db) as store:
+    with SQLiteCheckpointer(db, busy_timeout=0.05) as store:
         runner = ReactiveRunner.restore(pay_flow(), store, run_id,
                                         state_manager=StateManager(AgentState))
         with write_locked(db, store), pytest.raises(CheckpointError, match="locked"):
@@ -71,7 +70,7 @@ def test_decisions_given_together_whose_save_was_refused_all_wait_again(
 ) -> None:
     db = tmp_path / "runs.sqlite"
     run_id = suspended_payment(db)
-    with SQLiteCheckpointer(db) as store:
+    with SQLiteCheckpointer(db, busy_timeout=0.05) as store:
         runner = ReactiveRunner.restore(pay_flow(), store, run_id,
                                         state_manager=StateManager(AgentState))
         with write_locked(db, store), pytest.raises(CheckpointError, match="locked"), \

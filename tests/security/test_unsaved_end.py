@@ -52,7 +52,7 @@ def _no_payments() -> None:
 
 def test_a_run_whose_last_save_failed_does_not_start_again(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
-    store = SQLiteCheckpointer(db)
+    store = SQLiteCheckpointer(db, busy_timeout=0.05)  # a locked save fails soon
     runner = ReactiveRunner(flow(), StateManager(AgentState), checkpointer=store)
     assert runner.run_sync(timeout=60).status is RunStatus.SUSPENDED
     runner.approve("pay_1")
