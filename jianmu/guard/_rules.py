@@ -585,17 +585,10 @@ def located_words(
 ) -> list[tuple[str, ...]]:
     """The command's words with its literal arguments replaced by the files they may name
     (`_word_forms`), one tuple per form: a rule on paths matches a command by any of them."""
-    found = [
+    return _each_form(words, [
         (i, forms) for i, word in enumerate(words)
         if i and i not in dynamic and (forms := _word_forms(word, root, renamed_only=renamed_only))
-    ]
-    located: list[tuple[str, ...]] = []
-    for k in range(max((len(forms) for _, forms in found), default=0)):
-        moved = list(words)
-        for i, forms in found:
-            moved[i] = forms[min(k, len(forms) - 1)]
-        located.append(tuple(moved))
-    return located
+    ])
 
 
 def url_words(words: tuple[str, ...], dynamic: frozenset[int]) -> list[tuple[str, ...]]:
@@ -608,7 +601,13 @@ def url_words(words: tuple[str, ...], dynamic: frozenset[int]) -> list[tuple[str
         if i and i not in dynamic and "://" in word
         for prefix, url in [_option_split(word)]
     ]
-    found = [(i, forms) for i, forms in found if forms]
+    return _each_form(words, [(i, forms) for i, forms in found if forms])
+
+
+def _each_form(words: tuple[str, ...], found: list[tuple[int, list[str]]]
+               ) -> list[tuple[str, ...]]:
+    """``words`` once per form: the k-th takes each found word's k-th form (its last, past
+    it), so every form of every word is matched in some tuple."""
     located: list[tuple[str, ...]] = []
     for k in range(max((len(forms) for _, forms in found), default=0)):
         moved = list(words)
