@@ -33,7 +33,7 @@ from jianmu.runtime.runner import ReactiveRunner
 CONFIG = AppConfig.model_validate({"runtime": {"poll_interval": 0.0005}})
 CAP = 60
 """Ticks before a run that does not end is cut, both ways."""
-REST = 0.5
+REST = 0.25
 """Seconds after which a run is taken to rest for good (no wall-clock check: a slow run cut
 there still has to be py_trees' up to its cut)."""
 
@@ -306,65 +306,83 @@ def snapshot(root: Behaviour) -> list[tuple[str, str, str]]:
     return steady
 
 
-def reference(seed: int) -> dict[str, Any]:
-    """py_trees' own loop: ``tick_once`` until the root ends or CAP ticks, then stopped."""
-    log: Log = []
-    root = build(seed, False, log)
-    root.setup_with_descendants()
+def _pytrees_loop(root: Behaviour) -> int:
+    """``tick_once`` until the root ends or CAP ticks (then stopped); the ticks taken."""
     ticks = 0
     while ticks < CAP:
         root.tick_once()
         ticks += 1
         if root.status is not Status.RUNNING:
-            break
-    else:
-        root.stop(Status.INVALID)
+            return ticks
+    root.stop(Status.INVALID)
+    return ticks
+
+
+def _seen(root: Behaviour, log: Log, ticks: int) -> dict[str, Any]:
     tip = root.tip()
-    return {"status": root.status.value, "log": log, "nodes": snapshot(root), "ticks": ticks,
-            "tip": None if tip is None else tip.name, "bb": _board()}
+    return {"status": root.status.value, "log": list(log), "nodes": snapshot(root),
+            "ticks": ticks, "tip": None if tip is None else tip.name, "bb": _board()}
 
 
-async def jianmu(seed: int, use_async: bool = True) -> dict[str, Any]:
-    """The same tree under `ReactiveRunner` (``max_ticks=CAP``)."""
+def reference(seed: int, runs: int = 1) -> list[dict[str, Any]]:
+    """py_trees' own loop, ``runs`` times over the same tree (a run again after its end)."""
+    log: Log = []
+    root = build(seed, False, log)
+    root.setup_with_descendants()
+    return [_seen(root, log, _pytrees_loop(root)) for _ in range(runs)]
+
+
+async def jianmu(seed: int, use_async: bool = True, runs: int = 1) -> list[dict[str, Any]]:
+    """The same tree under `ReactiveRunner` (``max_ticks=CAP``), each run by a new runner."""
     log: Log = []
     root = build(seed, use_async, log)
-    runner = ReactiveRunner(root, config=CONFIG)
-    # a tree that can no longer change (a Condition over a finished OneShot) rests, and a
-    # run at rest takes no tick towards max_ticks: the timeout ends it (docs/design.md)
-    result = await runner.run(max_ticks=CAP, timeout=REST)
-    tip = root.tip()
-    return {"status": root.status.value, "log": log, "nodes": snapshot(root),
-            "ticks": result.ticks, "tip": None if tip is None else tip.name, "bb": _board(),
-            "result": result}
+    seen = []
+    for _ in range(runs):
+        # a tree that can no longer change (a Condition over a finished OneShot) rests, and a
+        # run at rest takes no tick towards max_ticks: the timeout ends it (docs/design.md)
+        result = await ReactiveRunner(root, config=CONFIG).run(max_ticks=CAP, timeout=REST)
+        seen.append({**_seen(root, log, result.ticks), "result": result})
+        if result.status.value == "timeout":
+            break
+    return seen
 
 
 def _board() -> dict[str, Any]:
     return {k: v for k, v in py_trees.blackboard.Blackboard.storage.items()}
 
 
-def first_difference(seed: int) -> str | None:
+def first_difference(seed: int, runs: int = 1) -> str | None:
     """None if both ways agree, else what differs first."""
-    want = reference(seed)
-    got = asyncio.run(jianmu(seed))
+    wants = reference(seed, runs)
+    gots = asyncio.run(jianmu(seed, runs=runs))
+    for run, (want, got) in enumerate(zip(wants, gots, strict=False)):
+        problem = _difference(want, got)
+        if problem is not None:
+            return f"seed {seed} run {run}: {problem}"
+        if got["result"].status.value == "timeout":
+            return None
+    return None
+
+
+def _difference(want: dict[str, Any], got: dict[str, Any]) -> str | None:
     if got["result"].status.value == "timeout":  # rested for good, or slow: a prefix, capped
         ran = list(got["log"])
         while ran and ran[-1][0] == "term" and ran[-1][-1] == "INVALID":  # the timeout's stop
             ran.pop()
         if want["ticks"] < CAP or want["log"][:len(ran)] != ran:
-            return f"seed {seed}: rested where py_trees went on: {got['log'][-6:]}"
+            return f"rested where py_trees went on: {got['log'][-6:]}"
         return None
     for key in ("log", "status", "nodes", "tip", "ticks", "bb"):
         if want[key] != got[key]:
             if key == "log":
                 at = next((i for i, (a, b) in enumerate(zip(want["log"], got["log"], strict=False))
                            if a != b), min(len(want["log"]), len(got["log"])))
-                return (f"seed {seed}: log differs at {at}: py_trees "
-                        f"{want['log'][max(0, at - 3):at + 3]} jianmu "
-                        f"{got['log'][max(0, at - 3):at + 3]}")
+                return (f"log differs at {at}: py_trees {want['log'][max(0, at - 3):at + 3]} "
+                        f"jianmu {got['log'][max(0, at - 3):at + 3]}")
             if key == "nodes":
                 pairs = [(a, b) for a, b in zip(want[key], got[key], strict=True) if a != b]
-                return f"seed {seed}: nodes (py_trees, jianmu): {pairs[:4]}"
-            return f"seed {seed}: {key}: py_trees {want[key]} jianmu {got[key]}"
+                return f"nodes (py_trees, jianmu): {pairs[:4]}"
+            return f"{key}: py_trees {want[key]} jianmu {got[key]}"
     return None
 
 
