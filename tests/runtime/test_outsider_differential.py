@@ -29,8 +29,8 @@ def test_the_harness_sees_a_leaf_ticked_once_too_often(monkeypatch: pytest.Monke
 
     original = _outsider_diff.AsyncAct.__init__
 
-    def slower(self, name, n, end, key, raises):  # type: ignore[no-untyped-def]
-        original(self, name, n + 1, end, key, raises)
+    def slower(self, name, n, *rest):  # type: ignore[no-untyped-def]
+        original(self, name, n + 1, *rest)
 
     monkeypatch.setattr(_outsider_diff.AsyncAct, "__init__", slower)
     assert any(first_difference(seed) is not None for seed in range(20))
