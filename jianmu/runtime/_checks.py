@@ -28,6 +28,15 @@ def check_root(root: Any) -> None:
                 f"has no name, status or children; call it first in __init__"
             )
         return
+    from py_trees.trees import BehaviourTree  # a mistake's message only
+
+    if isinstance(root, BehaviourTree):
+        raise TypeError(
+            "the root of a tree must be a py_trees behaviour, got a BehaviourTree: give its "
+            "root, ReactiveRunner(tree.root); the runner ticks the root itself, so the "
+            "BehaviourTree's pre/post tick handlers and visitors do not run (a run's "
+            "'run.ticked' events come after each tick) and its count stays as it was"
+        )
     if isinstance(root, type) and issubclass(root, Behaviour):
         hint = f"the class {root.__name__}, not a node: ReactiveRunner({root.__name__}(...))"
     elif isinstance(root, (list, tuple)):

@@ -58,6 +58,7 @@ __all__ = (
     "expire",
     "logs_debug",
     "ticked_again",
+    "timed_wait",
 )
 
 
@@ -650,6 +651,16 @@ def expire(waiter: asyncio.Future[bool]) -> None:
     """End a `WakeEvent.wait` that timed out (False), unless it ended already."""
     if not waiter.done():
         waiter.set_result(False)
+
+
+async def timed_wait(event: WakeEvent, loop: asyncio.AbstractEventLoop, wait: float) -> bool:
+    """Sleep on ``event`` until it is set (True) or ``wait`` seconds have passed (False)."""
+    waiter = event.wait()
+    timer = loop.call_later(max(wait, 0.0), expire, waiter)
+    try:
+        return await waiter or event.is_set()
+    finally:
+        timer.cancel()
 
 
 class Ticker:

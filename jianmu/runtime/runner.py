@@ -28,8 +28,8 @@ from jianmu.runtime.async_node import (
     Ticker,
     WakeEvent,
     close_tree,
-    expire,
     postpone_timeouts,
+    timed_wait,
 )
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
 from jianmu.runtime.events import (
@@ -195,6 +195,7 @@ def _shut_down(
 
 _trees: weakref.WeakKeyDictionary[Behaviour, weakref.ref[ReactiveRunner]] = (
     weakref.WeakKeyDictionary())  # each tree's root and the runner whose run last ticked it
+_set_up: weakref.WeakSet[Behaviour] = weakref.WeakSet()  # the roots a runner has set up
 _NO_SPAN = nullcontext()
 """The span of a run that records none (one for all: a `nullcontext` keeps nothing)."""
 _NO_ROLES: frozenset[str] = frozenset()
@@ -797,7 +798,9 @@ class ReactiveRunner:
         if self._is_set_up:
             return
         self._bind(self.root, "0", "", self.root.name)
-        self.root.setup_with_descendants()
+        if self.root not in _set_up:  # once per tree, as py_trees' loop: not once per runner
+            self.root.setup_with_descendants()
+            _set_up.add(self.root)
         self._is_set_up = True
 
     # -- the loop --------------------------------------------------------------------------------
@@ -933,16 +936,8 @@ class ReactiveRunner:
         assert event is not None
         if wait is None:
             return event.wait()
-        return self._timed_wait(event, wait)
-
-    async def _timed_wait(self, event: WakeEvent, wait: float) -> bool:
-        waiter = event.wait()
         assert self._loop is not None
-        timer = self._loop.call_later(max(wait, 0.0), expire, waiter)
-        try:
-            return await waiter or event.is_set()
-        finally:
-            timer.cancel()
+        return timed_wait(event, self._loop, wait)
 
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:

@@ -45,6 +45,9 @@ def _work() -> Status:
         ((Writes("a"),), r"a tuple of nodes: put them in a composite"),
         (Writes, r"the class Writes, not a node: ReactiveRunner\(Writes\(...\)\)"),
         ("tree", "got str 'tree'"),
+        (py_trees.trees.BehaviourTree(Writes("a")),
+         r"got a BehaviourTree: give its root, ReactiveRunner\(tree.root\); .* pre/post tick "
+         r"handlers and visitors do not run"),
         (Forgets("f"), r"Forgets.__init__ did not call super\(\).__init__\(name\)"),
     ],
 )
