@@ -4,7 +4,9 @@
 renamed it away (a folder holding a mount point may be renamed), made ``configs`` anew and
 wrote its own ``jianmu.yaml`` there, which the host's next ``jianmu run`` loaded (an MCP
 server's command runs on the host). What a command makes there is now moved into the
-quarantine like a path that did not exist, and the user's file is kept where it went.
+quarantine like a path that did not exist, and the user's file is kept where it went. The same
+held for the engine's own Python in a subfolder of the workspace (``backend/.venv``): shown
+read-only, but ``backend`` linked to a copy of the command's made the host import its code.
 """
 
 from __future__ import annotations
@@ -78,3 +80,33 @@ async def test_the_same_folders_on_the_way_move_nothing(box: Any) -> None:
     assert (workspace / "configs" / "jianmu.yaml").read_text() == _MINE
     assert not (workspace / QUARANTINE).exists()
     assert "moved" not in result.stderr
+
+
+_SITE = "sub/.venv/lib/site-packages"
+
+
+@pytest.fixture
+def engine_in_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The engine's ``site-packages`` in a subfolder of the workspace (a project's
+    ``backend/.venv`` the engine runs from): shown read-only, imported by the host later."""
+    site_packages = tmp_path / "ws" / _SITE
+    site_packages.mkdir(parents=True)
+    (site_packages / "mod.py").write_text("GOOD = 1\n")
+    monkeypatch.setattr("site.getsitepackages", lambda: [str(site_packages)])
+    return site_packages
+
+
+async def test_a_folder_above_the_engines_python_cannot_be_swapped(
+    engine_in_workspace: Path, box: Any,
+) -> None:
+    workspace = Path(box.workspace)
+    result = await box.exec(
+        f"echo BAD=1 > {_SITE}/mod.py || echo HELD; mv sub old && "
+        f"mkdir -p evil/.venv/lib/site-packages && echo BAD=1 > evil/{_SITE[4:]}/mod.py && "
+        "ln -s evil sub && echo SWAPPED")
+    assert "HELD" in result.stdout and "SWAPPED" in result.stdout, result
+    # what the engine would import next is not the command's
+    assert not (workspace / _SITE / "mod.py").exists(), result
+    assert (workspace / "old" / ".venv" / "lib" / "site-packages" / "mod.py").read_text() == (
+        "GOOD = 1\n")
+    assert "'sub' moved to" in result.stderr, result
