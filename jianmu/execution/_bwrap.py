@@ -11,6 +11,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ __all__ = (
     "bwrap_available",
     "bwrap_binds_fds",
     "bwrap_problem",
+    "clear_the_way",
     "minimal_root",
     "mqueue_available",
     "python_paths",
@@ -239,6 +241,7 @@ def _rooted(
 ) -> list[str]:
     """bwrap, its flags, the minimal root, the private /tmp and the workspace."""
     ws = str(workspace)
+    clear_the_way(tmp, [ws, *python_paths(search_path)])
     return [
         shutil.which("bwrap") or "bwrap", *_bwrap_flags(network, user),
         *minimal_root(search_path),
@@ -250,6 +253,39 @@ def _rooted(
         *(arg for host, rel in engine_paths_in(workspace)
           for arg in ("--ro-bind", host, os.path.join(ws, rel))),
     ]
+
+
+_WALK = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def clear_the_way(tmp: Path, paths: list[str]) -> None:
+    """Remove what is not a folder on the way, in the private /tmp (``tmp``), to each of
+    ``paths`` bwrap mounts under ``/tmp``: the commands may write there, and bwrap, making a
+    mount point, follows a link even out to the host's root (``/oldroot``), as root.
+
+    A command once swapped the workspace's parent for ``/oldroot/etc``: at the next start
+    bwrap made ``/etc/<name>`` on the host and failed every later call. Called right before
+    bwrap starts, when none of the commands runs (one at a time, none outlives its call)."""
+    for path in paths:
+        if not path.startswith("/tmp/"):
+            continue
+        fd = os.open(tmp, _WALK)
+        try:
+            for name in path[len("/tmp/"):].split("/"):
+                if not name:
+                    continue
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    break  # bwrap makes it, a folder
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(name, dir_fd=fd)  # a link, a file: the commands', in their /tmp
+                    break
+                inner = os.open(name, _WALK, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+        finally:
+            os.close(fd)
 
 
 @cache

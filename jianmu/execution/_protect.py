@@ -28,7 +28,10 @@ into ``.jianmu/quarantine/<time>-<random>/`` under a name nothing looks for
 a link (a planted link is moved as the link), and the command's stderr names what went
 where. Nothing is deleted; when that folder cannot be made (``.jianmu`` is a link), the path
 is renamed next to itself. What a link the user had on the way (``configs`` -> ``shared``)
-now leads to inside the workspace is moved, the user's link kept. A command that did not end
+now leads to inside the workspace is moved, the user's link kept. A mount holds a path, not
+the folders on its way: a command renamed ``configs`` away (a folder holding a mount point may
+be renamed) and wrote a ``configs/jianmu.yaml`` of its own, so the folders on the way to a
+mounted path below one are watched too (``ReadOnlyWatch.ways``). A command that did not end
 normally (cancelled) is swept before the next one (once its processes are gone: a warm
 supervisor's kill comes after the cancelled call returned), or when the sandbox closes.
 
@@ -263,7 +266,11 @@ class ReadOnlyWatch:
     """The protected paths (as given) that exist: the ones a sandbox mounts read-only."""
     seen: dict[str, _Seen]
     """What each watched path was before the command (those not mounted, unless
-    ``replaceable``)."""
+    ``replaceable``; of a mounted one below a folder, the folders on its way)."""
+    ways: frozenset[str] = frozenset()
+    """The mounted paths below a folder, watched for the folders on their way only: a mount
+    holds the path itself, but a command may rename a folder above it away and make it anew
+    (``mv configs c2; mkdir configs``), and the host would load what it wrote there."""
 
     @classmethod
     def take(
@@ -276,6 +283,7 @@ class ReadOnlyWatch:
         anew is moved like one made where there was none."""
         root = os.path.realpath(workspace)
         mounted: set[str] = set()
+        ways: set[str] = set()
         seen: dict[str, _Seen] = {}
         for rel in dict.fromkeys(paths):
             parts = _parts(rel)
@@ -286,7 +294,10 @@ class ReadOnlyWatch:
                 mounted.add(rel)
             if replaceable or rel not in mounted:
                 seen[rel] = now
-        return cls(root, frozenset(mounted), seen)
+            elif len(parts) > 1:
+                ways.add(rel)
+                seen[rel] = _Seen(now.walk[:-1], None)
+        return cls(root, frozenset(mounted), seen, frozenset(ways))
 
     def changed(self) -> list[str]:
         """What to move, relative to the workspace: for each watched path that changed, the
@@ -304,6 +315,8 @@ class ReadOnlyWatch:
             after = _seen(self.root, parts)
             if after == before or not after.walk:
                 continue
+            if rel in self.ways and after.walk[:len(before.walk)] == before.walk:
+                continue  # the same folders on the way: the path itself was held read-only
             depth = len(after.walk)
             last = after.walk[-1]
             new = depth > len(before.walk) or before.walk[depth - 1] != last

@@ -195,7 +195,7 @@ class DockerSandbox(BaseSandbox):
         self._warm = DockerWarm(user, self.keeper)
         # what a command creates at a protected path is moved out of the way after it; the
         # container's read-only mounts are the paths that existed when it was made
-        self._watch = ProtectedPaths(self.workspace, self._protected_paths)
+        self._watch = ProtectedPaths(self.workspace, self._watched_paths)
         self._mounted: frozenset[str] = frozenset()
         # each read-only mount's target -> (st_dev, st_ino) of the folder checked for it
         self._identities: dict[str, tuple[int, int]] = {}
@@ -327,6 +327,12 @@ class DockerSandbox(BaseSandbox):
                             for _, rel, identity in reversed(ro)}
         return {str(self.workspace): {"bind": "/workspace", "mode": "rw"},
                 **{host: {"bind": target, "mode": "ro"} for target, host in targets.items()}}
+
+    def _watched_paths(self) -> list[str]:
+        """The protected paths and the engine's own Python in the workspace: both are shown
+        read-only, but a folder above one may be renamed away and remade (or linked to a copy
+        the engine would import from next), so the way to each is watched."""
+        return [*self._protected_paths(), *(rel for _, rel in engine_paths_in(self.workspace))]
 
     def _protected_paths(self) -> list[str]:
         return [*self.read_only_paths, *path_folders_in(self.workspace)]

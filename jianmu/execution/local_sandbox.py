@@ -96,6 +96,7 @@ from jianmu.execution.sandbox import (
     ExecCall,
     ExecResult,
     LoopLock,
+    engine_paths_in,
     exec_result,
     open_mount_source,
     safe_git_env,
@@ -263,7 +264,7 @@ class LocalSandbox(BaseSandbox):
         self._ending: Future[None] | None = None  # the last cancelled command's end
         self._user: tuple[int, int] | None = None
         # what a command creates at a protected path is moved out of the way after it
-        self._watch = ProtectedPaths(self.workspace, self._protected_paths)
+        self._watch = ProtectedPaths(self.workspace, self._watched_paths)
         self._granted: frozenset[str] | None = None  # the paths granted read-only (root)
 
     def _warm_problem(self, warm: bool) -> str | None:
@@ -549,6 +550,12 @@ class LocalSandbox(BaseSandbox):
             return [(fd, target) for fd, target in
                     open_read_only_paths(self.workspace, paths).items()]
         return [(host, host) for host, _ in existing_read_only_paths(self.workspace, paths)]
+
+    def _watched_paths(self) -> list[str]:
+        """The protected paths and the engine's own Python in the workspace: both are shown
+        read-only, but a folder above one may be renamed away and remade (or linked to a copy
+        the engine would import from next), so the way to each is watched."""
+        return [*self._protected_paths(), *(rel for _, rel in engine_paths_in(self.workspace))]
 
     def _protected_paths(self) -> list[str]:
         # and the PATH folders in the workspace, whatever read_only_paths says
