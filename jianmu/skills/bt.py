@@ -60,7 +60,7 @@ from jianmu.runtime.context import RunContext, copy_of
 from jianmu.runtime.failures import failure_reason, stop_running_nodes
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.skills.loader import read_tree_source
-from jianmu.skills.skill import Skill
+from jianmu.skills.skill import Skill, find_named
 from jianmu.state import StateManager
 from jianmu.tools import _arguments
 from jianmu.tools.base import Tool
@@ -825,9 +825,14 @@ class RunBTSkillTool(Tool):
         """Run the chosen skill's tree; return its validated ``skill_result``.
 
         Raises:
+            ToolInputError: no such skill.
             SkillRunError: bad inputs, a failure, a pending or rejected approval, a bad result.
         """
-        chosen = self.skills[skill]
+        chosen = find_named(self.skills, skill)  # 'Report' or ' report' as a model writes it
+        if chosen is None:
+            raise ToolInputError(
+                f"no behaviour-tree skill {skill!r} here; run one of: {', '.join(self.skills)}"
+            )
         manager = state.manager if state is not None else StateManager()
         suffix = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in (call_id or ""))
         suffix = suffix or uuid.uuid4().hex[:8]

@@ -127,7 +127,9 @@ class LoadSkillTool(Tool):
             ToolInputError: no skill of that name in this node.
             ToolExecutionError: the skill's constraints would loosen the run's.
         """
-        skill = self.skills.get(name.strip())
+        from jianmu.skills.skill import find_named
+
+        skill = find_named(self.skills, name)  # 'PDF' or ' pdf' as a model may write it
         if skill is None:
             raise ToolInputError(
                 f"no skill {name!r} here; load one of: {', '.join(self.skills)}"

@@ -31,10 +31,10 @@ import codecs
 import re
 import stat
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -57,6 +57,7 @@ __all__ = (
     "AllowedTool",
     "Skill",
     "SkillFrontMatter",
+    "find_named",
     "first_undecodable",
     "map_allowed_tool",
     "map_allowed_tools",
@@ -93,6 +94,7 @@ _MCP_PREFIX = "mcp__"
 _ENTRY_RE = re.compile(r"[^\s(),]+(?:\([^()]*\))?")
 
 ToolChecker = Callable[[str], bool]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,6 +287,18 @@ def skill_name_problem(name: str) -> str | None:
     return None
 
 
+def find_named(skills: Mapping[str, _T], name: object) -> _T | None:
+    """The entry of ``skills`` (by skill name) that ``name`` means, as a model may spell it:
+    with spaces around it, in another case or another Unicode form (a skill's name is
+    lowercase, so no two skills differ only so); ``None`` when there is none."""
+    if not isinstance(name, str):
+        return None
+    found = skills.get(name)
+    if found is None:
+        found = skills.get(unicodedata.normalize("NFKC", name.strip()).lower())
+    return found
+
+
 class SkillFrontMatter(BaseModel):
     """The YAML front matter of a SKILL.md, as written (validated, not yet resolved)."""
 
@@ -437,7 +451,7 @@ class Skill:
             cut = len(data) > MAX_BODY_BYTES
             text = data[:MAX_BODY_BYTES].decode("utf-8", errors="replace")
             lines = text.splitlines(keepends=True)
-            self._body = "".join(lines[self.body_line - 1 :]).strip()
+            self._body = "".join(lines[_body_start(lines, self.body_line) - 1 :]).strip()
             if cut:
                 self._body += (f"\n\n[the rest of {name} is not shown: only its first "
                                f"{MAX_BODY_BYTES:,} bytes are read]")
@@ -541,6 +555,17 @@ class Skill:
 
     def __repr__(self) -> str:
         return f"<Skill {self.name!r} {self.execution} at {str(self.folder)!r}>"
+
+
+def _body_start(lines: Sequence[str], loaded: int) -> int:
+    """The line the body starts on in the file as it is now: after the front matter's closing
+    line. SKILL.md may have been edited since the skill was loaded (its front matter grown or
+    shrunk), and the line found then would cut the body or show front matter as body."""
+    if lines and lines[0].removeprefix("\ufeff").strip() == "---":
+        for number, line in enumerate(lines[1:], start=2):
+            if line.rstrip() in ("---", "..."):
+                return number + 1
+    return loaded
 
 
 def first_undecodable(data: bytes, *, final: bool) -> tuple[int, int] | None:

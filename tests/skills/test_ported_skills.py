@@ -1,0 +1,79 @@
+"""Skills as a user porting Anthropic's Agent Skills meets them: a SKILL.md edited while a run
+goes on, and skill names as a model writes them (another case, spaces around)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu.errors import ToolInputError
+from jianmu.nodes import AgentState
+from jianmu.skills import SkillCatalog, load_skill
+from jianmu.skills.bt import RunBTSkillTool
+from jianmu.skills.disclosure import LoadSkillTool
+from jianmu.skills.skill_tools import ReadSkillFileTool
+from jianmu.state import StateManager
+from tests.skills.test_bt import ECHO_TREE, _bt_skill
+
+pytestmark = pytest.mark.anyio
+
+
+def _pdf(root: Path) -> Path:
+    folder = root / "pdf"
+    (folder / "reference").mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: pdf\ndescription: 'Fill PDF forms: read forms.md first.'\n---\n"
+        "# PDF\nRead [the forms guide](forms.md).\n", encoding="utf-8")
+    (folder / "forms.md").write_text("# Forms\nfield rules\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("front", [
+    "name: pdf\ndescription: d\nlicense: MIT\nmetadata: {author: a}\n",  # grown by two lines
+    "name: pdf\n",  # shrunk by one
+])
+def test_the_body_is_what_follows_the_front_matter_as_the_file_is_now(
+        tmp_path: Path, front: str) -> None:
+    """SKILL.md edited after the skill was loaded (its author at work while an agent runs):
+    the body is read later, and it was cut at the line found at load time, so the model read
+    the tail of the new front matter as instructions, or lost the body's first line."""
+    skill = load_skill(_pdf(tmp_path))
+    (tmp_path / "pdf" / "SKILL.md").write_text(
+        f"---\n{front}---\n# PDF\nRead [the forms guide](forms.md).\n", encoding="utf-8")
+    assert skill.body == "# PDF\nRead [the forms guide](forms.md)."
+
+
+@pytest.mark.parametrize("spelled", ["PDF", " Pdf\n", "ｐｄｆ"])
+async def test_load_skill_takes_the_name_as_a_model_spells_it(
+        tmp_path: Path, spelled: str) -> None:
+    """Skill names are lowercase, so 'PDF' can only mean 'pdf': it was refused as no skill."""
+    skill = load_skill(_pdf(tmp_path))
+    loaded: list[str] = []
+    tool = LoadSkillTool({"pdf": skill}, lambda s: loaded.append(s.name))
+    answer = await tool.run(spelled)
+    assert answer.startswith("# Skill: pdf") and loaded == ["pdf"]
+    with pytest.raises(ToolInputError, match="no skill 'pdfs' here; load one of: pdf"):
+        await tool.run("pdfs")
+
+
+async def test_read_skill_file_takes_the_name_as_a_model_spells_it(tmp_path: Path) -> None:
+    skill = load_skill(_pdf(tmp_path))
+    tool = ReadSkillFileTool(lambda: {"pdf": skill})
+    out = await tool.execute({"skill": "PDF", "path": "forms.md"})
+    assert "field rules" in str(out)
+    with pytest.raises(ToolInputError, match="no loaded skill is called 'word'"):
+        await tool.execute({"skill": "word", "path": "forms.md"})
+
+
+async def test_run_bt_skill_called_directly_names_the_skill_it_has(tmp_path: Path) -> None:
+    """The tool's run (as a caller without schema validation reaches it) raised KeyError for a
+    name in another case or an unknown one; the first now runs, the second is named."""
+    _bt_skill(tmp_path, "echo", ECHO_TREE.format(mark="m"))
+    tool = RunBTSkillTool(SkillCatalog([tmp_path]))
+    state = StateManager(AgentState)
+    out = await tool.run(" Echo", {}, state=state.scope("host"), call_id="c1")
+    assert out == {"echo": {}, "mark": "m"}
+    with pytest.raises(ToolInputError, match="no behaviour-tree skill 'nope' here; run one of: "
+                                             "echo"):
+        await tool.run("nope", {}, state=state.scope("host"), call_id="c2")
