@@ -3,6 +3,7 @@
 The front matter follows the open Agent Skills format (``name``, ``description``, ``license``,
 ``compatibility``, ``metadata``, ``allowed-tools``) plus Jianmu's fields (``execution``,
 ``tree``, ``tools``, ``constraints``, ``inputs``, ``outputs``, ``version``, ``history_limit``).
+Claude Code's own keys (`CLAUDE_CODE_KEYS`) load with a warning each; any other key is an error.
 Only the front matter is read when a skill is loaded: the Markdown body and the folder's
 other files (``scripts/``, ``references/``, ``reference/``, ``examples/``, a top-level
 ``forms.md``...) are read when asked for.
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from jianmu.tools.registry import ToolSet
 
 __all__ = (
+    "CLAUDE_CODE_KEYS",
     "CLAUDE_TOOL_NAMES",
     "DEFAULT_PROMPT_TOOLS",
     "MAX_BODY_BYTES",
@@ -82,6 +84,14 @@ CLAUDE_TOOL_NAMES: dict[str, str] = {
     "ls": "list_dir",
 }
 """Tool names of the Agent Skills / Claude Code world (lower-cased) to Jianmu's built-ins."""
+
+CLAUDE_CODE_KEYS = frozenset({
+    "argument-hint", "disable-model-invocation", "user-invocable", "model", "effort", "context",
+    "agent", "hooks", "paths", "shell", "when_to_use",
+})
+"""Front-matter keys Claude Code adds to the open format (its ``.claude/skills/`` hold them):
+Jianmu has no such settings, so a skill that has them loads, with a warning each, and keeps
+them in `Skill.claude_code`; any other unknown key is an error (a misspelt key lost unseen)."""
 
 _ALSO_GRANTS: dict[str, tuple[str, ...]] = {"read": (READ_SKILL_FILE,)}
 """Claude's ``Read`` also reads the skill's own files; Jianmu needs a second tool for that."""
@@ -408,6 +418,9 @@ class Skill:
     """Environment requirements."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free-form extra information."""
+    claude_code: dict[str, Any] = field(default_factory=dict)
+    """Claude Code's own keys of the front matter (`CLAUDE_CODE_KEYS`), as written; Jianmu
+    ignores them."""
     body_line: int = 1
     """1-based line of SKILL.md where the Markdown body starts."""
     warnings: tuple[str, ...] = ()

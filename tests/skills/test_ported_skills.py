@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jianmu.errors import ToolInputError
+from jianmu.errors import SkillLoadError, ToolInputError
 from jianmu.nodes import AgentState
 from jianmu.skills import SkillCatalog, load_skill
 from jianmu.skills.bt import RunBTSkillTool
@@ -77,3 +77,51 @@ async def test_run_bt_skill_called_directly_names_the_skill_it_has(tmp_path: Pat
     with pytest.raises(ToolInputError, match="no behaviour-tree skill 'nope' here; run one of: "
                                              "echo"):
         await tool.run("nope", {}, state=state.scope("host"), call_id="c2")
+
+
+CLAUDE_CODE_SKILL = """\
+---
+name: deploy
+description: >
+  Deploy the site: build, then upload.
+  Use when "deploy" or "release" is said.
+allowed-tools:
+  - Bash(npm run:*)
+  - Read
+disable-model-invocation: true
+model: haiku
+argument-hint: "[environment]"
+context: fork
+when_to_use: after a merge
+---
+Run `npm run build`, then read [the checklist](reference.md).
+"""
+
+
+def test_a_claude_code_skill_loads_with_its_own_keys_warned_of(tmp_path: Path) -> None:
+    """Claude Code's keys (the catalog searches .claude/ for its skills) made such a skill a
+    SkillLoadError ('unknown key'), so a skill written for it was broken here; a key that is
+    no one's (a misspelling) stays an error."""
+    folder = tmp_path / ".claude" / "skills" / "deploy"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(CLAUDE_CODE_SKILL, encoding="utf-8")
+    catalog = SkillCatalog([tmp_path])
+    assert catalog.errors == []
+    skill = catalog.get("deploy")
+    assert skill.description == ("Deploy the site: build, then upload. Use when \"deploy\" or "
+                                 "\"release\" is said.\n")
+    assert skill.claude_code == {
+        "disable-model-invocation": True, "model": "haiku", "argument-hint": "[environment]",
+        "context": "fork", "when_to_use": "after a merge"}
+    assert [t.rule for t in skill.allowed_tools] == ["bash(npm run *)", "read_file"]
+    warned = {w.partition(":")[0]: w for w in skill.warnings}
+    assert set(warned) == set(skill.claude_code)
+    assert "offers it to its model all the same" in warned["disable-model-invocation"]
+    assert "move this text into the description" in warned["when_to_use"]
+    assert "Jianmu has no such setting" in warned["model"]
+    assert skill.body.startswith("Run `npm run build`")
+
+    (folder / "SKILL.md").write_text(CLAUDE_CODE_SKILL.replace("model:", "modle:"),
+                                     encoding="utf-8")
+    with pytest.raises(SkillLoadError, match=r"SKILL.md:10 \[modle\]: unknown key 'modle'"):
+        load_skill(folder)
