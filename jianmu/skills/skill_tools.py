@@ -160,9 +160,12 @@ class SkillFiles:
             )
         parts = path.replace("\\", "/").split("/")
         if os.path.isabs(path) or path.startswith("~") or ".." in parts:
+            inside = path.removeprefix(f"{skill.base_dir}/")
+            # where load_skill says the folder is (bash sees it there): say what to give instead
+            example = inside if inside != path and ".." not in parts else "scripts/run.py"
             raise PathEscapeError(
                 f"path {path!r} leads outside the folder of skill {name!r}; give a path "
-                "relative to the skill's folder without '..' (for example 'scripts/run.py')"
+                f"relative to the skill's folder without '..' (for example {example!r})"
             )
         try:
             rel = skill.pinned.resolve(path)

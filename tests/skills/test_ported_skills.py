@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jianmu.errors import SkillLoadError, ToolInputError
+from jianmu.errors import PathEscapeError, SkillLoadError, ToolInputError
 from jianmu.nodes import AgentState
 from jianmu.skills import SkillCatalog, load_skill
 from jianmu.skills.bt import RunBTSkillTool
@@ -125,3 +125,19 @@ def test_a_claude_code_skill_loads_with_its_own_keys_warned_of(tmp_path: Path) -
                                      encoding="utf-8")
     with pytest.raises(SkillLoadError, match=r"SKILL.md:10 \[modle\]: unknown key 'modle'"):
         load_skill(folder)
+
+
+
+async def test_a_path_under_the_base_directory_is_answered_with_the_path_to_give(
+        tmp_path: Path) -> None:
+    """load_skill tells the model the folder is /skills/<name>, so it asks read_skill_file for
+    /skills/pdf/forms.md. Absolute paths stay refused (tests/security/test_skill_files.py), but
+    the answer told it to drop '..' it never wrote and offered 'scripts/run.py', which the skill
+    has not: it now names the relative path to give."""
+    skill = load_skill(_pdf(tmp_path))
+    tool = ReadSkillFileTool(lambda: {"pdf": skill})
+    with pytest.raises(PathEscapeError, match=r"outside the folder.*\(for example 'forms.md'\)"):
+        await tool.execute({"skill": "pdf", "path": f"{skill.base_dir}/forms.md"})
+    for escape in ("/skills/pdf/../../etc/passwd", "/skills/other/forms.md", "/etc/passwd"):
+        with pytest.raises(PathEscapeError, match=r"\(for example 'scripts/run.py'\)"):
+            await tool.execute({"skill": "pdf", "path": escape})
