@@ -768,6 +768,8 @@ class RunBTSkillTool(Tool):
         tools: Tools for the trees (default: each skill's declared tools).
         custom_tools: Tools besides the built-ins.
         skill_result_key: The state key the trees write their result to.
+        listed: The skills' descriptions and inputs are in the model's prompt already (a
+            `SkillNode`'s progressive list): the tool's description names them only.
 
     Raises:
         ValueError: no bt skill among ``skills``.
@@ -787,6 +789,7 @@ class RunBTSkillTool(Tool):
         custom_tools: Iterable[Tool] = (),
         skill_result_key: str = "skill_result",
         loader: SkillTreeLoader | None = None,
+        listed: bool = False,
     ) -> None:
         self.skills = {s.name: s for s in skills if s.is_bt}
         if not self.skills:
@@ -795,14 +798,21 @@ class RunBTSkillTool(Tool):
         self.custom_tools = list(custom_tools)
         self.skill_result_key = skill_result_key
         self.loader = loader or SkillTreeLoader()
-        lines = []
-        for skill in self.skills.values():
-            lines.append(
-                f"- {skill.name}: {skill.description.strip()} Inputs: {describe_inputs(skill)}"
+        if listed:  # the prompt's list has each one's description and inputs: not twice a turn
+            self.description = (
+                "Run a behaviour-tree skill and return its structured result. The skills, with "
+                "their descriptions and inputs, are listed under Skills in your instructions: "
+                + ", ".join(self.skills)
             )
-        self.description = (
-            "Run a behaviour-tree skill and return its structured result.\n" + "\n".join(lines)
-        )
+        else:
+            lines = [
+                f"- {skill.name}: {skill.description.strip()} Inputs: {describe_inputs(skill)}"
+                for skill in self.skills.values()
+            ]
+            self.description = (
+                "Run a behaviour-tree skill and return its structured result.\n"
+                + "\n".join(lines)
+            )
         self.input_schema = {
             "type": "object",
             "properties": {

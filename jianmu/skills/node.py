@@ -485,7 +485,8 @@ class SkillNode(FlattenedAgentNode):
         engine += [ReadSkillFileTool(self._loaded), RunSkillScriptTool(self._loaded)]
         bt_skills = [s for s in self.skills if s.is_bt]
         if bt_skills:
-            engine.append(RunBTSkillTool(bt_skills, custom_tools=self.custom_tools))
+            engine.append(RunBTSkillTool(bt_skills, custom_tools=self.custom_tools,
+                                         listed=self.progressive))
         self._engine_tools = frozenset(t.name for t in engine)
         return visible_tools(toolset.with_tools(engine), self.ctx, self.constraints)
 

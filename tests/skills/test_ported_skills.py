@@ -141,3 +141,42 @@ async def test_a_path_under_the_base_directory_is_answered_with_the_path_to_give
     for escape in ("/skills/pdf/../../etc/passwd", "/skills/other/forms.md", "/etc/passwd"):
         with pytest.raises(PathEscapeError, match=r"\(for example 'scripts/run.py'\)"):
             await tool.execute({"skill": "pdf", "path": escape})
+
+
+BT_TREE = "import py_trees\n\ndef build_tree(ctx):\n    return py_trees.behaviours.Success('ok')\n"
+
+
+async def test_each_bt_skill_is_described_once_a_turn_when_listed(tmp_path: Path) -> None:
+    """With progressive disclosure (several skills) each BT skill's description and inputs
+    were sent twice every turn: in the prompt's list and in run_bt_skill's description (for
+    12 BT skills of 1,000-character descriptions, 13,000 characters more a turn)."""
+    from jianmu import ReactiveRunner
+    from jianmu.config import parse_config
+    from jianmu.llm import ScriptedLLM
+    from jianmu.skills.node import SkillNode
+
+    marks = []
+    for i in range(3):
+        mark = f"DESCRIPTION-MARK-{i}"
+        marks.append(mark)
+        folder = _bt_skill(tmp_path, f"bt-{i}", BT_TREE, "inputs: {path: string}\n")
+        text = (folder / "SKILL.md").read_text(encoding="utf-8")
+        (folder / "SKILL.md").write_text(text.replace("description: d", f"description: {mark}"),
+                                         encoding="utf-8")
+    _pdf(tmp_path)
+    llm = ScriptedLLM(["ok"])
+    node = SkillNode("Skills", ["pdf", "bt-0", "bt-1", "bt-2"], llm,
+                     catalog=SkillCatalog([tmp_path]))
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    assert (await ReactiveRunner(node, state, config=config).run()).ok
+    request = llm.requests[0]
+    sent = (request.messages[0].content or "") + str(request.tools)
+    for mark in marks:
+        assert sent.count(mark) == 1, mark
+    (run_bt,) = [t["function"] for t in request.tools if t["function"]["name"] == "run_bt_skill"]
+    assert run_bt["description"].endswith("listed under Skills in your instructions: "
+                                          "bt-0, bt-1, bt-2")
+    # a tool made apart from such a list still describes each skill itself
+    alone = RunBTSkillTool(SkillCatalog([tmp_path]))
+    assert all(mark in alone.description for mark in marks)
