@@ -180,3 +180,23 @@ async def test_each_bt_skill_is_described_once_a_turn_when_listed(tmp_path: Path
     # a tool made apart from such a list still describes each skill itself
     alone = RunBTSkillTool(SkillCatalog([tmp_path]))
     assert all(mark in alone.description for mark in marks)
+
+
+def test_a_tab_inside_a_description_is_told_as_such(tmp_path: Path) -> None:
+    """A description pasted with a tab in it ('Use for\\tPDFs') was refused with 'YAML indents
+    with spaces, never tabs', though nothing there is indented; a tab that indents still is."""
+    folder = tmp_path / "pdf"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: pdf\ndescription: Use for\tPDFs\n---\n",
+                                     encoding="utf-8")
+    with pytest.raises(SkillLoadError, match=r"SKILL.md:3: .*\(a tab inside an unquoted value: "
+                                             r"quote the value, or write spaces\)"):
+        load_skill(folder)
+    (folder / "SKILL.md").write_text("---\nname: pdf\ndescription: 'Use for\tPDFs'\n---\n",
+                                     encoding="utf-8")
+    assert load_skill(folder).description == "Use for\tPDFs"
+    (folder / "SKILL.md").write_text("---\nname: pdf\n\tdescription: x\n---\n",
+                                     encoding="utf-8")
+    with pytest.raises(SkillLoadError, match=r"SKILL.md:3: .*\(YAML indents with spaces, never "
+                                             r"tabs\)"):
+        load_skill(folder)
