@@ -525,31 +525,43 @@ class SkillNode(FlattenedAgentNode):
         return listing_prompt(self.skills) if self.progressive else eager_prompt(self.skills)
 
     # -- progressive disclosure ------------------------------------------------------------------
-    def _activate(self, skill: Skill, *, record: bool = True) -> None:
+    def _activate(self, skill: Skill, *, record: bool = True) -> str | None:
         """Make ``skill`` active for the rest of this run (``load_skill`` calls this).
 
         Its constraints merge into the node's — tighten only — and reach the loop's nodes
         (new objects, so their cached merges are redone, and the executor's guard is rebuilt);
         its tools are registered on the executor, offered from the model's next turn.
 
+        Returns:
+            For the model, the tools the skill names that this run withholds; else ``None``.
+
         Raises:
             ConfigError: the skill's constraints would loosen the run's (nothing changes).
         """
         if skill.name in self.loaded or self.react is None:
-            return
+            return None
         constraints = merge_skill_constraints(self.constraints, [skill])
         self.loaded[skill.name] = skill
         self._apply_constraints(constraints)
         executor = self.react.executor
+        withheld: list[str] = []
         if executor is not None:
             shown = visible_tools(skill.toolset(self.custom_tools), self.ctx, constraints)
             for found in self._skill_bash(shown):
                 if found.name not in self._engine_tools:  # those serve every loaded skill
                     executor.register_tool(found)
             self._add_mcp_source([skill])
+            offered = {t.name for t in shown} | self._engine_tools
+            # an MCP tool (server__tool) comes from its server later: not judged here
+            withheld = [n for n in skill.tool_names if n not in offered and "__" not in n]
         if record and self.state_manager.accepts("loaded_skills"):
             self.state.update({"loaded_skills": list(self.loaded)})
         self.ctx.events.emit("skill.loaded", node=self.path, skill=skill.name)
+        if not withheld:
+            return None
+        return (f"Not available in this run, though the skill names them: {', '.join(withheld)} "
+                "(the run's policy denies them or they are not set up here); do without them, "
+                "or tell the user what you could not do.")
 
     def _apply_constraints(self, constraints: Constraints) -> None:
         """Give the node and the loop's nodes ``constraints``; a shorter timeout applies now."""

@@ -200,3 +200,35 @@ def test_a_tab_inside_a_description_is_told_as_such(tmp_path: Path) -> None:
     with pytest.raises(SkillLoadError, match=r"SKILL.md:3: .*\(YAML indents with spaces, never "
                                              r"tabs\)"):
         load_skill(folder)
+
+
+async def test_load_skill_names_the_tools_the_run_withholds(tmp_path: Path) -> None:
+    """A skill written for Claude Code asks for Bash(git:*); a run that denies bash hid it,
+    and load_skill said nothing: the model learnt it only from a failed call ('unknown tool
+    bash'), after planning with it. A skill whose tools are all there gets no such note."""
+    from jianmu import ReactiveRunner
+    from jianmu.config import parse_config
+    from jianmu.llm import ScriptedLLM
+    from jianmu.skills.node import SkillNode
+
+    folder = tmp_path / "gitter"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(
+        "---\nname: gitter\ndescription: Git status.\nallowed-tools: Bash(git:*) Grep\n---\n"
+        "Run `git status`.\n", encoding="utf-8")
+    _pdf(tmp_path)
+    llm = ScriptedLLM([[{"name": "load_skill", "arguments": {"name": "gitter"}}],
+                       [{"name": "load_skill", "arguments": {"name": "pdf"}}], "done"])
+    node = SkillNode("Skills", ["gitter", "pdf"], llm, catalog=SkillCatalog([tmp_path]))
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
+                          "guard:\n  tool_policy:\n    bash: deny\n")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    assert (await ReactiveRunner(node, state, config=config).run()).ok
+    answers = [m.content or "" for m in llm.requests[-1].messages if m.role == "tool"]
+    assert answers[0].endswith(
+        "## Tools\nNot available in this run, though the skill names them: bash (the run's "
+        "policy denies them or they are not set up here); do without them, or tell the user "
+        "what you could not do.")
+    assert "grep_search" in llm.requests[1].tool_names
+    assert "bash" not in llm.requests[1].tool_names
+    assert answers[1].startswith("# Skill: pdf") and "## Tools" not in answers[1]
