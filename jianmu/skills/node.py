@@ -186,6 +186,10 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         runner = self.ctx.runner
         if runner is not None:
             runner.bind_subtree(subtree)
+        else:  # in a tree run_bt_skill drives (no runner): unbound, its first tick raised
+            from jianmu.skills.bt import bind_tree
+
+            bind_tree(subtree, self.state_manager, self.ctx, f"{self.path}/{subtree.name}")
         self._compiled = True
         self.ctx.events.emit("skill.compiled", node=self.path, namespace=self.namespace)
 

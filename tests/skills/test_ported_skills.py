@@ -232,3 +232,78 @@ async def test_load_skill_names_the_tools_the_run_withholds(tmp_path: Path) -> N
     assert "grep_search" in llm.requests[1].tool_names
     assert "bash" not in llm.requests[1].tool_names
     assert answers[1].startswith("# Skill: pdf") and "## Tools" not in answers[1]
+
+
+NESTING_TREE = '''
+import pathlib
+
+import py_trees
+from py_trees.common import Status
+
+from jianmu.llm import ScriptedLLM
+from jianmu.runtime import AsyncNode
+from jianmu.skills import SkillCatalog
+from jianmu.skills.node import SkillNode
+
+ROOT = pathlib.Path({root!r})
+
+
+class Emit(AsyncNode):
+    def __init__(self, key):
+        super().__init__("emit")
+        self.key = key
+
+    async def update_async(self):
+        self.state.write_port(self.key, {{"inner": "ran"}})
+        return Status.SUCCESS
+
+
+def build_tree(ctx):
+    with open(ROOT / "builds.txt", "a") as log:
+        log.write("x")
+    call = [{{"name": {tool!r}, "arguments": {args!r}}}]
+    inner = SkillNode("Inner", [{skill!r}], ScriptedLLM([call, "inner done"]),
+                      catalog=SkillCatalog([ROOT / "skills"]))
+    return py_trees.composites.Sequence("s", memory=True,
+                                        children=[inner, Emit(ctx.skill_result_key)])
+'''
+
+
+async def _run_outer(tmp_path: Path, skill: str) -> str:
+    from jianmu import ReactiveRunner
+    from jianmu.config import parse_config
+    from jianmu.llm import ScriptedLLM
+    from jianmu.skills.node import SkillNode
+
+    call = [{"name": "run_bt_skill", "arguments": {"skill": skill, "inputs": {}}}]
+    llm = ScriptedLLM([call, "outer done"])
+    node = SkillNode("Outer", [skill], llm, catalog=SkillCatalog([tmp_path / "skills"]))
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    assert (await ReactiveRunner(node, state, config=config).run()).ok
+    return [m.content or "" for m in llm.requests[-1].messages if m.role == "tool"][-1]
+
+
+async def test_a_bt_skills_tree_may_hold_a_skill_node(tmp_path: Path) -> None:
+    """A BT skill calling another skill through a SkillNode in its tree: run by run_bt_skill
+    (no runner), the SkillNode's compiled subtree was never bound, and the call failed with
+    'PrepareSkillContext ... has no state yet'."""
+    _pdf(tmp_path / "skills")
+    _bt_skill(tmp_path / "skills", "wrapper", NESTING_TREE.format(
+        root=str(tmp_path), tool="load_skill", args={"name": "pdf"}, skill="pdf"))
+    answer = await _run_outer(tmp_path, "wrapper")
+    assert answer == '{"inner": "ran"}'
+
+
+async def test_skills_calling_each_other_stop_at_the_depth_limit(tmp_path: Path) -> None:
+    """A BT skill whose tree runs itself went on until Python's recursion limit (about 980
+    nested runs, each with its model calls); the run_bt_skill MAX_SKILL_DEPTH deep is refused
+    with a reason the model reads, and the runs above it end."""
+    from jianmu.skills.bt import MAX_SKILL_DEPTH
+
+    _bt_skill(tmp_path / "skills", "loop", NESTING_TREE.format(
+        root=str(tmp_path), tool="run_bt_skill", args={"skill": "loop", "inputs": {}},
+        skill="loop"))
+    answer = await _run_outer(tmp_path, "loop")
+    assert answer == '{"inner": "ran"}'
+    assert (tmp_path / "builds.txt").read_text() == "x" * MAX_SKILL_DEPTH
