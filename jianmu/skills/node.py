@@ -197,7 +197,8 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         """The namespace for this run: from the node's place in the tree, nested in the run's
         own namespace if it has one."""
         runner = self.ctx.runner
-        key = runner.node_key(self) if runner is not None else "0"
+        # no runner (a tree run_bt_skill drives): the path names the call (its id) and the place
+        key = runner.node_key(self) if runner is not None else _UNSAFE.sub("_", self.path or "0")
         own = f"skill_runtime.{_UNSAFE.sub('_', self.name)}_{key.replace('/', '_')}"
         # node keys are a run's own: in an agent tool's run, nested in the call's namespace,
         # so the same skill in two calls at once never shares one

@@ -307,3 +307,33 @@ async def test_skills_calling_each_other_stop_at_the_depth_limit(tmp_path: Path)
     answer = await _run_outer(tmp_path, "loop")
     assert answer == '{"inner": "ran"}'
     assert (tmp_path / "builds.txt").read_text() == "x" * MAX_SKILL_DEPTH
+
+
+async def test_two_calls_at_once_of_a_bt_skill_holding_a_skill_node_keep_apart(
+        tmp_path: Path) -> None:
+    """Without a runner, each SkillNode in a run_bt_skill tree was 'skill_runtime.Inner_0':
+    two calls running at once shared one namespace, so one conversation."""
+    from jianmu import ReactiveRunner
+    from jianmu.config import parse_config
+    from jianmu.llm import ScriptedLLM
+    from jianmu.nodes.tool_executor import ToolExecutorConfig
+    from jianmu.skills.node import SkillNode, SkillNodeConfig
+
+    _pdf(tmp_path / "skills")
+    _bt_skill(tmp_path / "skills", "wrapper", NESTING_TREE.format(
+        root=str(tmp_path), tool="load_skill", args={"name": "pdf"}, skill="pdf"))
+    call = {"name": "run_bt_skill", "arguments": {"skill": "wrapper", "inputs": {}}}
+    llm = ScriptedLLM([[{**call, "id": "a"}, {**call, "id": "b"}], "outer done"])
+    node = SkillNode("Outer", ["wrapper"], llm, catalog=SkillCatalog([tmp_path / "skills"]),
+                     config=SkillNodeConfig(
+                         executor=ToolExecutorConfig(execution_mode="parallel")))
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(node, state, config=config)
+    seen: list[str] = []
+    runner.ctx.events.subscribe("skill.compiled", lambda e: seen.append(e.fields["namespace"]))
+    assert (await runner.run()).ok
+    inner = [n for n in seen if "Inner" in n]
+    assert len(inner) == 2 and len(set(inner)) == 2, seen
+    answers = [m.content for m in llm.requests[-1].messages if m.role == "tool"]
+    assert answers == ['{"inner": "ran"}', '{"inner": "ran"}']
