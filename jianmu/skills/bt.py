@@ -885,7 +885,9 @@ class RunBTSkillTool(Tool):
         )
         tree = self.loader.build(chosen, bt)
         limit = Constraints.merge(outer.constraints, chosen.constraints).timeout
-        root_path = f"run_bt_skill:{chosen.name}:{suffix}"
+        # the skill and its inputs, not the call: a call made again once a person approved finds
+        # the approval of what a node in its tree asked (a SkillNode's tools too) at one path
+        root_path = f"run_bt_skill:{bt.approval_scope}"
         outer.events.emit("bt.skill.started", skill=chosen.name, namespace=namespace,
                           inputs=bt.inputs)
         try:

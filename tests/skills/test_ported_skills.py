@@ -312,7 +312,8 @@ async def test_skills_calling_each_other_stop_at_the_depth_limit(tmp_path: Path)
 async def test_two_calls_at_once_of_a_bt_skill_holding_a_skill_node_keep_apart(
         tmp_path: Path) -> None:
     """Without a runner, each SkillNode in a run_bt_skill tree was 'skill_runtime.Inner_0':
-    two calls running at once shared one namespace, so one conversation."""
+    two calls running at once shared one namespace, so one conversation. (Two calls with the
+    same inputs share the approvals of their tree, as GuardedToolNode's do.)"""
     from jianmu import ReactiveRunner
     from jianmu.config import parse_config
     from jianmu.llm import ScriptedLLM
@@ -321,9 +322,11 @@ async def test_two_calls_at_once_of_a_bt_skill_holding_a_skill_node_keep_apart(
 
     _pdf(tmp_path / "skills")
     _bt_skill(tmp_path / "skills", "wrapper", NESTING_TREE.format(
-        root=str(tmp_path), tool="load_skill", args={"name": "pdf"}, skill="pdf"))
-    call = {"name": "run_bt_skill", "arguments": {"skill": "wrapper", "inputs": {}}}
-    llm = ScriptedLLM([[{**call, "id": "a"}, {**call, "id": "b"}], "outer done"])
+        root=str(tmp_path), tool="load_skill", args={"name": "pdf"}, skill="pdf"),
+        "inputs: {tag: {type: string, default: x}}\n")
+    calls = [{"name": "run_bt_skill", "id": tag,
+              "arguments": {"skill": "wrapper", "inputs": {"tag": tag}}} for tag in "ab"]
+    llm = ScriptedLLM([calls, "outer done"])
     node = SkillNode("Outer", ["wrapper"], llm, catalog=SkillCatalog([tmp_path / "skills"]),
                      config=SkillNodeConfig(
                          executor=ToolExecutorConfig(execution_mode="parallel")))
@@ -337,3 +340,38 @@ async def test_two_calls_at_once_of_a_bt_skill_holding_a_skill_node_keep_apart(
     assert len(inner) == 2 and len(set(inner)) == 2, seen
     answers = [m.content for m in llm.requests[-1].messages if m.role == "tool"]
     assert answers == ['{"inner": "ran"}', '{"inner": "ran"}']
+
+
+async def test_an_approval_inside_a_skill_node_of_a_bt_skill_carries_to_the_call_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_bt_skill says: once approved, call again with the same skill and inputs. For a
+    SkillNode's tool in the tree the request was tied to the first call (its path held the
+    call id): the call again asked anew (or, its namespace shared, was denied as 'asked about
+    a call of another node'), and the approved command never ran."""
+    from jianmu import ReactiveRunner
+    from jianmu.config import parse_config
+    from jianmu.llm import ScriptedLLM
+    from jianmu.skills.node import SkillNode
+
+    folder = tmp_path / "skills" / "writer"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: writer\ndescription: w\ntools: [bash]\n---\n"
+                                     "Write.\n", encoding="utf-8")
+    _bt_skill(tmp_path / "skills", "wrapper", NESTING_TREE.format(
+        root=str(tmp_path), tool="bash", args={"command": "echo hi > out.txt"},
+        skill="writer"))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    monkeypatch.chdir(workspace)
+    call = {"name": "run_bt_skill", "arguments": {"skill": "wrapper", "inputs": {}}}
+    llm = ScriptedLLM([[call], [call], "outer done"])
+    node = SkillNode("Outer", ["wrapper"], llm, catalog=SkillCatalog([tmp_path / "skills"]))
+    config = parse_config(f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(node, state, config=config)
+    first = await runner.run()
+    assert first.status.value == "suspended" and len(first.pending) == 1
+    runner.approve(first.pending[0].id)
+    second = await runner.run()
+    assert second.ok and not second.pending
+    assert (workspace / "out.txt").read_text() == "hi\n"
