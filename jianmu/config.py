@@ -584,7 +584,11 @@ def yaml_problem(exc: Exception, text: str) -> tuple[int | None, str]:
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         if "'\\t'" in problem:  # pyyaml's words name the tab but not the fix
-            problem += " (YAML indents with spaces, never tabs)"
+            lines = text.splitlines()
+            before = (lines[mark.line][: mark.column] if mark is not None
+                      and mark.line < len(lines) else "")
+            problem += (" (a tab inside an unquoted value: quote the value, or write spaces)"
+                        if before.strip() else " (YAML indents with spaces, never tabs)")
     kind = "" if isinstance(exc, YAMLRefused) else "YAML syntax error: "
     return line, f"{kind}{problem}"
 

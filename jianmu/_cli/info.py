@@ -309,7 +309,10 @@ def cmd_skills_show(args: argparse.Namespace) -> int:
     ]
     for key, value in rows:
         if value not in (None, ""):
-            console.print(say((key, "bold"), f": {value}"))
+            # a value's further lines (a `description: |`) are indented under it: at the left
+            # edge, its 'tools: none' line would read as the skill's own
+            shown = "\n".join(str(value).splitlines()).replace("\n", "\n" + " " * (len(key) + 2))
+            console.print(say((key, "bold"), f": {shown}"))
     for note in skill.warnings:
         console.print(say(("warning", "yellow"), f": {note}"))
     files = skill.files()

@@ -60,7 +60,7 @@ from jianmu.runtime.context import RunContext, copy_of
 from jianmu.runtime.failures import failure_reason, stop_running_nodes
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.skills.loader import read_tree_source
-from jianmu.skills.skill import Skill
+from jianmu.skills.skill import Skill, find_named
 from jianmu.state import StateManager
 from jianmu.tools import _arguments
 from jianmu.tools.base import Tool
@@ -72,11 +72,13 @@ if TYPE_CHECKING:
     from jianmu.state import StateView
 
 __all__ = (
+    "MAX_SKILL_DEPTH",
     "TREE_MODULE_PREFIX",
     "BTSkillContext",
     "GuardedToolNode",
     "RunBTSkillTool",
     "SkillTreeLoader",
+    "bind_tree",
     "describe_inputs",
     "fingerprint",
     "resolve_inputs",
@@ -599,14 +601,17 @@ def child_context(ctx: RunContext, wake: asyncio.Event) -> RunContext:
     return copy_of(ctx, wake=wake_up, cancelled_tasks=set(), closers=[], runner=None)
 
 
-def _bind(node: Behaviour, manager: StateManager, ctx: RunContext, path: str) -> None:
+def bind_tree(node: Behaviour, manager: StateManager, ctx: RunContext, path: str) -> None:
+    """Bind ``node`` and everything below it to a run driven without a runner (`drive_subtree`):
+    state, context and paths (a child's label is its name, with its index if a sibling shares
+    it)."""
     bind = getattr(node, "bind", None)
     if callable(bind):
         bind(manager, ctx, path)
     names = [c.name for c in node.children]
     for index, child in enumerate(node.children):
         label = child.name if names.count(child.name) == 1 else f"{child.name}[{index}]"
-        _bind(child, manager, ctx, f"{path}/{label}")
+        bind_tree(child, manager, ctx, f"{path}/{label}")
 
 
 async def drive_subtree(
@@ -623,7 +628,7 @@ async def drive_subtree(
     ``ctx`` should come from `child_context` with the same ``wake`` event. The subtree is
     stopped (its tasks cancelled and awaited) and ``ctx.closers`` are awaited before returning.
     """
-    _bind(root, manager, ctx, path)
+    bind_tree(root, manager, ctx, path)
     root.setup_with_descendants()
     deadline = None if timeout is None else time.monotonic() + timeout
     # py_trees' semantics: what needs a tick that no event brings
@@ -746,6 +751,12 @@ async def run_bt_skill(
             manager.clear_namespace(bt.namespace)
 
 
+MAX_SKILL_DEPTH = 8
+"""How many behaviour-tree skill runs may be nested, one inside another's tree."""
+_DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("jianmu_bt_skill_depth", default=0)
+"""The run_bt_skill runs around the current task (tasks started inside inherit it)."""
+
+
 class RunBTSkillTool(Tool):
     """``run_bt_skill``: the model runs one of the given bt skills with inputs; the output is
     the skill's validated ``skill_result``.
@@ -768,6 +779,8 @@ class RunBTSkillTool(Tool):
         tools: Tools for the trees (default: each skill's declared tools).
         custom_tools: Tools besides the built-ins.
         skill_result_key: The state key the trees write their result to.
+        listed: The skills' descriptions and inputs are in the model's prompt already (a
+            `SkillNode`'s progressive list): the tool's description names them only.
 
     Raises:
         ValueError: no bt skill among ``skills``.
@@ -787,6 +800,7 @@ class RunBTSkillTool(Tool):
         custom_tools: Iterable[Tool] = (),
         skill_result_key: str = "skill_result",
         loader: SkillTreeLoader | None = None,
+        listed: bool = False,
     ) -> None:
         self.skills = {s.name: s for s in skills if s.is_bt}
         if not self.skills:
@@ -795,14 +809,21 @@ class RunBTSkillTool(Tool):
         self.custom_tools = list(custom_tools)
         self.skill_result_key = skill_result_key
         self.loader = loader or SkillTreeLoader()
-        lines = []
-        for skill in self.skills.values():
-            lines.append(
-                f"- {skill.name}: {skill.description.strip()} Inputs: {describe_inputs(skill)}"
+        if listed:  # the prompt's list has each one's description and inputs: not twice a turn
+            self.description = (
+                "Run a behaviour-tree skill and return its structured result. The skills, with "
+                "their descriptions and inputs, are listed under Skills in your instructions: "
+                + ", ".join(self.skills)
             )
-        self.description = (
-            "Run a behaviour-tree skill and return its structured result.\n" + "\n".join(lines)
-        )
+        else:
+            lines = [
+                f"- {skill.name}: {skill.description.strip()} Inputs: {describe_inputs(skill)}"
+                for skill in self.skills.values()
+            ]
+            self.description = (
+                "Run a behaviour-tree skill and return its structured result.\n"
+                + "\n".join(lines)
+            )
         self.input_schema = {
             "type": "object",
             "properties": {
@@ -825,9 +846,31 @@ class RunBTSkillTool(Tool):
         """Run the chosen skill's tree; return its validated ``skill_result``.
 
         Raises:
-            SkillRunError: bad inputs, a failure, a pending or rejected approval, a bad result.
+            ToolInputError: no such skill.
+            SkillRunError: bad inputs, a failure, a pending or rejected approval, a bad result,
+                or `MAX_SKILL_DEPTH` skills running one inside another already.
         """
-        chosen = self.skills[skill]
+        chosen = find_named(self.skills, skill)  # 'Report' or ' report' as a model writes it
+        if chosen is None:
+            raise ToolInputError(
+                f"no behaviour-tree skill {skill!r} here; run one of: {', '.join(self.skills)}"
+            )
+        depth = _DEPTH.get()
+        if depth >= MAX_SKILL_DEPTH:  # a skill whose tree calls itself never ended
+            raise SkillRunError(
+                f"skill {chosen.name!r} would run inside {depth} behaviour-tree skills already "
+                f"running (the limit is {MAX_SKILL_DEPTH}): skills that call themselves or "
+                "each other do not end; answer with what you have"
+            )
+        token = _DEPTH.set(depth + 1)
+        try:
+            return await self._run(chosen, inputs, ctx, state, call_id)
+        finally:
+            _DEPTH.reset(token)
+
+    async def _run(self, chosen: Skill, inputs: dict[str, Any] | None, ctx: RunContext | None,
+                   state: StateView | None, call_id: str | None) -> Any:
+        """Run ``chosen``'s tree in a namespace of its own (see `run`)."""
         manager = state.manager if state is not None else StateManager()
         suffix = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in (call_id or ""))
         suffix = suffix or uuid.uuid4().hex[:8]
@@ -842,7 +885,9 @@ class RunBTSkillTool(Tool):
         )
         tree = self.loader.build(chosen, bt)
         limit = Constraints.merge(outer.constraints, chosen.constraints).timeout
-        root_path = f"run_bt_skill:{chosen.name}:{suffix}"
+        # the skill and its inputs, not the call: a call made again once a person approved finds
+        # the approval of what a node in its tree asked (a SkillNode's tools too) at one path
+        root_path = f"run_bt_skill:{bt.approval_scope}"
         outer.events.emit("bt.skill.started", skill=chosen.name, namespace=namespace,
                           inputs=bt.inputs)
         try:

@@ -97,7 +97,8 @@ class LoadSkillTool(Tool):
     Args:
         skills: the node's skills by name.
         load: activates a skill for the rest of the node's run (its tools and constraints);
-            called again for a loaded skill, it must do nothing.
+            called again for a loaded skill, it must do nothing. What it returns, if text, is
+            told to the model (the skill's tools the run withholds).
     """
 
     name = "load_skill"
@@ -111,7 +112,9 @@ class LoadSkillTool(Tool):
         "required": ["name"],
     }
 
-    def __init__(self, skills: Mapping[str, Skill], load: Callable[[Skill], None]) -> None:
+    def __init__(
+        self, skills: Mapping[str, Skill], load: Callable[[Skill], str | None]
+    ) -> None:
         self.skills = dict(skills)
         self.load = load
         self.description = (
@@ -127,13 +130,15 @@ class LoadSkillTool(Tool):
             ToolInputError: no skill of that name in this node.
             ToolExecutionError: the skill's constraints would loosen the run's.
         """
-        skill = self.skills.get(name.strip())
+        from jianmu.skills.skill import find_named
+
+        skill = find_named(self.skills, name)  # 'PDF' or ' pdf' as a model may write it
         if skill is None:
             raise ToolInputError(
                 f"no skill {name!r} here; load one of: {', '.join(self.skills)}"
             )
         try:
-            self.load(skill)
+            withheld = self.load(skill)
         except ConfigError as exc:  # e.g. a workdir outside the workspace: the model is told
             raise ToolExecutionError(f"skill {skill.name!r} cannot be loaded: {exc}") from None
         files = skill.files()
@@ -147,4 +152,6 @@ class LoadSkillTool(Tool):
             f"## Files of this skill (paths relative to {skill.base_dir}; read them with "
             f"read_skill_file)\n{listing}"
         )
+        if isinstance(withheld, str):  # tools its instructions rely on that this run lacks
+            parts.append(f"## Tools\n{withheld}")
         return "\n\n".join(parts)

@@ -31,6 +31,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import PathEscapeError, SkillLoadError, YAMLRefused
 from jianmu.guard.enforcer import first_bad_rule
 from jianmu.skills.skill import (
+    CLAUDE_CODE_KEYS,
     MAX_BODY_BYTES,
     READ_SKILL_FILE,
     SKIPPED_FOLDERS,
@@ -473,6 +474,9 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         found = lines.get(path)
         return found + offset if found is not None else None
 
+    # Claude Code's keys (`model: haiku`, `disable-model-invocation: true`): the skill was
+    # written for it, and loads here with a warning instead of being refused as broken
+    claude_code = {key: data.pop(key) for key in list(data) if key in CLAUDE_CODE_KEYS}
     try:
         spec = SkillFrontMatter.model_validate(data)
     except ValidationError as exc:
@@ -503,6 +507,7 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
                 field=f"tools[{index}]",
             )
     allowed, warnings = _mapped_allowed(spec.allowed_tools, is_known)
+    warnings += tuple(_claude_code_warning(key, value) for key, value in claude_code.items())
     unused = [key for key in ("inputs", "outputs") if getattr(spec, key) is not None]
     if spec.execution == "prompt" and unused:
         # nothing reads them for a prompt skill: its task is the conversation, its answer text
@@ -552,10 +557,23 @@ def load_skill(folder: str | Path, *, is_known_tool: ToolChecker | None = None) 
         license=spec.license,
         compatibility=spec.compatibility,
         metadata=spec.metadata,
+        claude_code=claude_code,
         body_line=body_line,
         warnings=warnings,
         pinned=pinned,
     )
+
+
+def _claude_code_warning(key: str, value: Any) -> str:
+    """What Jianmu does with one of Claude Code's own front-matter keys: nothing, said so."""
+    if key == "disable-model-invocation" and value is True:
+        return (f"{key}: Claude Code's key, ignored: a SkillNode given this skill offers it to "
+                "its model all the same; give it to no SkillNode to keep it from models")
+    if key == "when_to_use":
+        return (f"{key}: Claude Code's key, ignored: the model chooses a skill by its "
+                "description only; move this text into the description")
+    return (f"{key}: Claude Code's key, ignored: Jianmu has no such setting (it is kept in "
+            "Skill.claude_code)")
 
 
 def _check_rules(name: str, field: str, schema: dict[str, Any], where: str,

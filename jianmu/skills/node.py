@@ -186,6 +186,10 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         runner = self.ctx.runner
         if runner is not None:
             runner.bind_subtree(subtree)
+        else:  # in a tree run_bt_skill drives (no runner): unbound, its first tick raised
+            from jianmu.skills.bt import bind_tree
+
+            bind_tree(subtree, self.state_manager, self.ctx, f"{self.path}/{subtree.name}")
         self._compiled = True
         self.ctx.events.emit("skill.compiled", node=self.path, namespace=self.namespace)
 
@@ -193,7 +197,8 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         """The namespace for this run: from the node's place in the tree, nested in the run's
         own namespace if it has one."""
         runner = self.ctx.runner
-        key = runner.node_key(self) if runner is not None else "0"
+        # no runner (a tree run_bt_skill drives): the path names the call (its id) and the place
+        key = runner.node_key(self) if runner is not None else _UNSAFE.sub("_", self.path or "0")
         own = f"skill_runtime.{_UNSAFE.sub('_', self.name)}_{key.replace('/', '_')}"
         # node keys are a run's own: in an agent tool's run, nested in the call's namespace,
         # so the same skill in two calls at once never shares one
@@ -485,7 +490,8 @@ class SkillNode(FlattenedAgentNode):
         engine += [ReadSkillFileTool(self._loaded), RunSkillScriptTool(self._loaded)]
         bt_skills = [s for s in self.skills if s.is_bt]
         if bt_skills:
-            engine.append(RunBTSkillTool(bt_skills, custom_tools=self.custom_tools))
+            engine.append(RunBTSkillTool(bt_skills, custom_tools=self.custom_tools,
+                                         listed=self.progressive))
         self._engine_tools = frozenset(t.name for t in engine)
         return visible_tools(toolset.with_tools(engine), self.ctx, self.constraints)
 
@@ -524,31 +530,43 @@ class SkillNode(FlattenedAgentNode):
         return listing_prompt(self.skills) if self.progressive else eager_prompt(self.skills)
 
     # -- progressive disclosure ------------------------------------------------------------------
-    def _activate(self, skill: Skill, *, record: bool = True) -> None:
+    def _activate(self, skill: Skill, *, record: bool = True) -> str | None:
         """Make ``skill`` active for the rest of this run (``load_skill`` calls this).
 
         Its constraints merge into the node's — tighten only — and reach the loop's nodes
         (new objects, so their cached merges are redone, and the executor's guard is rebuilt);
         its tools are registered on the executor, offered from the model's next turn.
 
+        Returns:
+            For the model, the tools the skill names that this run withholds; else ``None``.
+
         Raises:
             ConfigError: the skill's constraints would loosen the run's (nothing changes).
         """
         if skill.name in self.loaded or self.react is None:
-            return
+            return None
         constraints = merge_skill_constraints(self.constraints, [skill])
         self.loaded[skill.name] = skill
         self._apply_constraints(constraints)
         executor = self.react.executor
+        withheld: list[str] = []
         if executor is not None:
             shown = visible_tools(skill.toolset(self.custom_tools), self.ctx, constraints)
             for found in self._skill_bash(shown):
                 if found.name not in self._engine_tools:  # those serve every loaded skill
                     executor.register_tool(found)
             self._add_mcp_source([skill])
+            offered = {t.name for t in shown} | self._engine_tools
+            # an MCP tool (server__tool) comes from its server later: not judged here
+            withheld = [n for n in skill.tool_names if n not in offered and "__" not in n]
         if record and self.state_manager.accepts("loaded_skills"):
             self.state.update({"loaded_skills": list(self.loaded)})
         self.ctx.events.emit("skill.loaded", node=self.path, skill=skill.name)
+        if not withheld:
+            return None
+        return (f"Not available in this run, though the skill names them: {', '.join(withheld)} "
+                "(the run's policy denies them or they are not set up here); do without them, "
+                "or tell the user what you could not do.")
 
     def _apply_constraints(self, constraints: Constraints) -> None:
         """Give the node and the loop's nodes ``constraints``; a shorter timeout applies now."""

@@ -3,6 +3,7 @@
 The front matter follows the open Agent Skills format (``name``, ``description``, ``license``,
 ``compatibility``, ``metadata``, ``allowed-tools``) plus Jianmu's fields (``execution``,
 ``tree``, ``tools``, ``constraints``, ``inputs``, ``outputs``, ``version``, ``history_limit``).
+Claude Code's own keys (`CLAUDE_CODE_KEYS`) load with a warning each; any other key is an error.
 Only the front matter is read when a skill is loaded: the Markdown body and the folder's
 other files (``scripts/``, ``references/``, ``reference/``, ``examples/``, a top-level
 ``forms.md``...) are read when asked for.
@@ -31,10 +32,10 @@ import codecs
 import re
 import stat
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from jianmu.tools.registry import ToolSet
 
 __all__ = (
+    "CLAUDE_CODE_KEYS",
     "CLAUDE_TOOL_NAMES",
     "DEFAULT_PROMPT_TOOLS",
     "MAX_BODY_BYTES",
@@ -57,6 +59,7 @@ __all__ = (
     "AllowedTool",
     "Skill",
     "SkillFrontMatter",
+    "find_named",
     "first_undecodable",
     "map_allowed_tool",
     "map_allowed_tools",
@@ -82,6 +85,14 @@ CLAUDE_TOOL_NAMES: dict[str, str] = {
 }
 """Tool names of the Agent Skills / Claude Code world (lower-cased) to Jianmu's built-ins."""
 
+CLAUDE_CODE_KEYS = frozenset({
+    "argument-hint", "disable-model-invocation", "user-invocable", "model", "effort", "context",
+    "agent", "hooks", "paths", "shell", "when_to_use",
+})
+"""Front-matter keys Claude Code adds to the open format (its ``.claude/skills/`` hold them):
+Jianmu has no such settings, so a skill that has them loads, with a warning each, and keeps
+them in `Skill.claude_code`; any other unknown key is an error (a misspelt key lost unseen)."""
+
 _ALSO_GRANTS: dict[str, tuple[str, ...]] = {"read": (READ_SKILL_FILE,)}
 """Claude's ``Read`` also reads the skill's own files; Jianmu needs a second tool for that."""
 
@@ -93,6 +104,7 @@ _MCP_PREFIX = "mcp__"
 _ENTRY_RE = re.compile(r"[^\s(),]+(?:\([^()]*\))?")
 
 ToolChecker = Callable[[str], bool]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,6 +297,18 @@ def skill_name_problem(name: str) -> str | None:
     return None
 
 
+def find_named(skills: Mapping[str, _T], name: object) -> _T | None:
+    """The entry of ``skills`` (by skill name) that ``name`` means, as a model may spell it:
+    with spaces around it, in another case or another Unicode form (a skill's name is
+    lowercase, so no two skills differ only so); ``None`` when there is none."""
+    if not isinstance(name, str):
+        return None
+    found = skills.get(name)
+    if found is None:
+        found = skills.get(unicodedata.normalize("NFKC", name.strip()).lower())
+    return found
+
+
 class SkillFrontMatter(BaseModel):
     """The YAML front matter of a SKILL.md, as written (validated, not yet resolved)."""
 
@@ -394,6 +418,9 @@ class Skill:
     """Environment requirements."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free-form extra information."""
+    claude_code: dict[str, Any] = field(default_factory=dict)
+    """Claude Code's own keys of the front matter (`CLAUDE_CODE_KEYS`), as written; Jianmu
+    ignores them."""
     body_line: int = 1
     """1-based line of SKILL.md where the Markdown body starts."""
     warnings: tuple[str, ...] = ()
@@ -437,7 +464,7 @@ class Skill:
             cut = len(data) > MAX_BODY_BYTES
             text = data[:MAX_BODY_BYTES].decode("utf-8", errors="replace")
             lines = text.splitlines(keepends=True)
-            self._body = "".join(lines[self.body_line - 1 :]).strip()
+            self._body = "".join(lines[_body_start(lines, self.body_line) - 1 :]).strip()
             if cut:
                 self._body += (f"\n\n[the rest of {name} is not shown: only its first "
                                f"{MAX_BODY_BYTES:,} bytes are read]")
@@ -541,6 +568,17 @@ class Skill:
 
     def __repr__(self) -> str:
         return f"<Skill {self.name!r} {self.execution} at {str(self.folder)!r}>"
+
+
+def _body_start(lines: Sequence[str], loaded: int) -> int:
+    """The line the body starts on in the file as it is now: after the front matter's closing
+    line. SKILL.md may have been edited since the skill was loaded (its front matter grown or
+    shrunk), and the line found then would cut the body or show front matter as body."""
+    if lines and lines[0].removeprefix("\ufeff").strip() == "---":
+        for number, line in enumerate(lines[1:], start=2):
+            if line.rstrip() in ("---", "..."):
+                return number + 1
+    return loaded
 
 
 def first_undecodable(data: bytes, *, final: bool) -> tuple[int, int] | None:

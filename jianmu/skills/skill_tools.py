@@ -43,7 +43,7 @@ from pydantic import Field
 
 from jianmu.errors import PathEscapeError, ToolExecutionError, ToolInputError
 from jianmu.execution.sandbox import can_mount_read_only
-from jianmu.skills.skill import Skill, first_undecodable
+from jianmu.skills.skill import Skill, find_named, first_undecodable
 from jianmu.tools.base import FunctionTool
 from jianmu.tools.builtin.bash import BashTool, SandboxedTool, exec_output, is_local_sandbox
 from jianmu.tools.builtin.files import read_lines
@@ -134,7 +134,7 @@ class SkillFiles:
             ToolInputError: no skill of that name is loaded; the message names the loaded ones.
         """
         loaded = self._skills()
-        found = loaded.get(name) if isinstance(name, str) else None
+        found = find_named(loaded, name)  # 'PDF' or ' pdf' as a model may write it
         if found is None:
             names = ", ".join(repr(n) for n in sorted(loaded)) or "none"
             raise ToolInputError(
@@ -160,9 +160,12 @@ class SkillFiles:
             )
         parts = path.replace("\\", "/").split("/")
         if os.path.isabs(path) or path.startswith("~") or ".." in parts:
+            inside = path.removeprefix(f"{skill.base_dir}/")
+            # where load_skill says the folder is (bash sees it there): say what to give instead
+            example = inside if inside != path and ".." not in parts else "scripts/run.py"
             raise PathEscapeError(
                 f"path {path!r} leads outside the folder of skill {name!r}; give a path "
-                "relative to the skill's folder without '..' (for example 'scripts/run.py')"
+                f"relative to the skill's folder without '..' (for example {example!r})"
             )
         try:
             rel = skill.pinned.resolve(path)
