@@ -23,6 +23,7 @@ import hmac
 import ipaddress
 import logging
 import re
+import threading
 from collections.abc import Iterable
 from secrets import token_urlsafe
 from urllib.parse import unquote
@@ -30,6 +31,7 @@ from urllib.parse import unquote
 __all__ = (
     "MASK",
     "SecretFilter",
+    "filter_logs",
     "is_loopback",
     "new_token",
     "redact_text",
@@ -164,6 +166,25 @@ class SecretFilter(logging.Filter):
                 # the traceback would quote it again: keep the cleaned message only
                 record.exc_info, record.exc_text = None, None
         return True
+
+
+_FILTERS: dict[str, SecretFilter] = {}
+_FILTERS_LOCK = threading.Lock()
+
+
+def filter_logs(loggers: Iterable[str], secrets: Iterable[str]) -> None:
+    """Keep ``secrets`` out of the records of each named logger from now on (one
+    `SecretFilter` per logger, for the process's life, its secrets added to)."""
+    secrets = tuple(s for s in secrets if s)
+    if not secrets:
+        return
+    with _FILTERS_LOCK:
+        for name in loggers:
+            found = _FILTERS.get(name)
+            if found is None:
+                found = _FILTERS[name] = SecretFilter()
+                logging.getLogger(name).addFilter(found)
+            found.secrets = tuple(dict.fromkeys((*found.secrets, *secrets)))
 
 
 # -- access tokens -----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from py_trees.behaviour import Behaviour
 from pydantic import BaseModel, ValidationError
 
-from jianmu._secrets import SecretFilter, redact_text, redact_url, url_secrets
+from jianmu._secrets import filter_logs, redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig, load_config
 from jianmu.errors import (
     AlreadyDecidedError,
@@ -795,7 +795,6 @@ class RunInfo:
 
 
 _LOGGERS = ("dbos", "sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool", "jianmu.durable")
-_filters: dict[str, SecretFilter] = {}
 
 
 def redact(url: str) -> str:
@@ -811,15 +810,7 @@ def clean_error(exc: BaseException | str, url: str) -> str:
 def guard_logs(url: str) -> None:
     """Keep the secrets of ``url`` out of the log records of DBOS, SQLAlchemy and Jianmu's
     durable engine, whoever logs them."""
-    secrets = url_secrets(url)
-    if not secrets:
-        return
-    for name in _LOGGERS:
-        found = _filters.get(name)
-        if found is None:
-            found = _filters[name] = SecretFilter()
-            logging.getLogger(name).addFilter(found)
-        found.secrets = tuple(dict.fromkeys((*found.secrets, *secrets)))
+    filter_logs(_LOGGERS, url_secrets(url))
 
 
 def require_dbos() -> None:

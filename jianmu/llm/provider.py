@@ -26,7 +26,7 @@ from typing import Any, Protocol, Self, TypeGuard, TypeVar, runtime_checkable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from jianmu import plugins
-from jianmu._secrets import MASK, redact_url, url_secrets
+from jianmu._secrets import MASK, filter_logs, redact_url, url_secrets
 from jianmu.config import AppConfig, LLMConfig
 from jianmu.errors import ConfigError, LLMError, MissingExtraError
 from jianmu.llm._http import read_ahead, read_failed
@@ -838,10 +838,9 @@ class SDKProvider(BaseLLMProvider):
         # replaced everywhere would garble every message
         secrets = {s for s in (*keys, *url_secrets(url)) if len(s) >= 4}
         self._secrets = tuple(sorted(secrets, key=len, reverse=True))
-        if self._secrets:  # httpx logs each request's URL (its query's keys too) at INFO
-            from jianmu.llm._log_masks import mask_in_logs
-
-            mask_in_logs(self._secrets)
+        # httpx2 (the SDKs' client) logs each request's URL, its query's keys too, at INFO,
+        # and the SDKs their request options at DEBUG: kept out of any log a user turns on
+        filter_logs(CLIENT_LOGGERS, self._secrets)
         self._base_url = redact_url(url)
         self._spare = [first]
         # the SDK's close closes its HTTP client: a user's own is left open, theirs to close
@@ -912,6 +911,11 @@ def _header_keys(headers: Any) -> tuple[str, ...]:
         if str(name).lower() in _KEY_HEADERS and isinstance(value, str):
             keys += [value, value.rsplit(" ", 1)[-1]]
     return tuple(key for key in keys if len(key) >= 8)
+
+
+CLIENT_LOGGERS = ("httpx", "httpx2", "openai._base_client", "anthropic._base_client")
+"""The loggers whose lines may quote a request's URL, headers or options (the SDKs of this
+release send through ``httpx2``, which logs under its own name)."""
 
 
 def _without(text: str, secrets: tuple[str, ...]) -> str:

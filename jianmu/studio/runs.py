@@ -260,6 +260,7 @@ class CheckpointRuns:
                           agents=agent_statuses(events))
         names = {row["key"]: row["name"] for row in nodes}
         other = _other_version(run_id, loaded)
+        rebuilds = self._rebuilds(run_id)  # opens the launch records: once a view
         note = ""
         if other is not None:  # its requests are shown, and refused with this if decided
             note = other
@@ -278,8 +279,8 @@ class CheckpointRuns:
             "usage": usage_text(state), "note": note, "points": point_rows(points, entries, names),
             "changed": list(frame.changed) if frame is not None else [],
             "forked_from": _origin(history.run(run_id) or {}),
-            "can_fork": bool(points) and other is None and self._rebuilds(run_id),
-            "fork_note": "" if self._rebuilds(run_id) or not points else _NO_FORK,
+            "can_fork": bool(points) and other is None and rebuilds,
+            "fork_note": "" if rebuilds or not points else _NO_FORK,
             "settled": _end_recorded(events, status),
         }
 

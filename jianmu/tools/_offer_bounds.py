@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from jianmu.tools._schema_types import json_type
+
 __all__ = ("MAX_ENUM", "MAX_TEXT", "MAX_VALUE", "bounded")
 
 MAX_TEXT = 2_000
@@ -74,7 +76,7 @@ def bounded(schema: Any) -> Any:
         return schema
     if notes:
         if "enum" in schema and "enum" not in out and "type" not in out:
-            kinds = {_json_type(v) for v in schema["enum"]}
+            kinds = {json_type(v) for v in schema["enum"]}
             if len(kinds) == 1:  # the values' one type, so the offer still says it
                 out["type"] = kinds.pop()
         said = out.get("description")
@@ -105,14 +107,3 @@ def _short(value: Any) -> str:
     text = json.dumps(value, default=str, ensure_ascii=False)
     return text if len(text) <= 40 else f"{text[:40]}…"
 
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "null" if value is None else "object" if isinstance(value, dict) else "array"
