@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.forked_cli import run_jianmu
+
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_SKILLS = REPO / "skills"
 WITHOUT = (
@@ -60,10 +62,13 @@ class Project:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
         clean.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **(env or {}))
         extra = ["--config", str(self.config)] if config else []
-        command = ["-m", "jianmu.cli"] if not without else ["-c", WITHOUT.format(list(without))]
+        if not without:
+            done = run_jianmu([*args, *extra], cwd=self.root, env=clean, input=stdin,
+                              timeout=timeout)
+            return Done(done.returncode, done.stdout, done.stderr)
         done = subprocess.run(
-            [sys.executable, *command, *args, *extra], cwd=self.root, env=clean,
-            input=stdin if stdin is not None else "", capture_output=True, text=True,
+            [sys.executable, "-c", WITHOUT.format(list(without)), *args, *extra], cwd=self.root,
+            env=clean, input=stdin if stdin is not None else "", capture_output=True, text=True,
             timeout=timeout,
         )
         return Done(done.returncode, done.stdout, done.stderr)

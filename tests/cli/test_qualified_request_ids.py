@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pytest
 
 from jianmu.errors import InteractionError
 from jianmu.studio.runs import CheckpointRuns, Journal
+from tests.support.forked_cli import run_jianmu
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
@@ -88,9 +87,8 @@ class Project:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JIANMU_")}
         env.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO),
                    PAY_LEDGER=str(self.ledger), XDG_STATE_HOME=str(self.root / "state"))
-        done = subprocess.run([sys.executable, "-m", "jianmu.cli", *args, "--config",
-                               str(self.config)], cwd=self.root, env=env, capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        done = run_jianmu([*args, "--config", str(self.config)], cwd=self.root, env=env,
+                          timeout=120)
         return done.returncode, done.stdout, done.stderr
 
     def paid(self) -> list[str]:

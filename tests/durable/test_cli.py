@@ -15,6 +15,7 @@ import pytest
 
 from tests.cli._helpers import Done
 from tests.support.durable import HERE, ROOT, Workers, wait_for
+from tests.support.forked_cli import DURABLE, run_jianmu
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -35,9 +36,8 @@ class CLI:
         return env
 
     def __call__(self, *args: str, timeout: float = 120, **extra: str) -> Done:
-        done = subprocess.run([sys.executable, "-m", "jianmu.cli", *args], cwd=ROOT,
-                              env=self.env(**extra), capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=timeout)
+        done = run_jianmu(args, cwd=ROOT, env=self.env(**extra), timeout=timeout,
+                          preload=DURABLE)
         return Done(done.returncode, done.stdout, done.stderr)
 
     def worker(self, executor_id: str) -> tuple[subprocess.Popen[str], str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from jianmu.errors import AlreadyDecidedError, InteractionError
 from tests.support import durable
 from tests.support.durable import HERE, ROOT, Workers, wait_for
+from tests.support.forked_cli import DURABLE, run_jianmu
 
 pytest.importorskip("dbos")
 pytestmark = pytest.mark.timeout(400)
@@ -48,9 +48,7 @@ def parked(workers: Workers, client: Any, out: Path) -> str:
 def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess[str]:
     env = workers.env("cli", COLUMNS="200", NO_COLOR="1")
     env.pop("JIANMU_TEST_WORKER")
-    return subprocess.run([sys.executable, "-m", "jianmu.cli", *args, "--app", APP], cwd=ROOT,
-                          env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=120)
+    return run_jianmu([*args, "--app", APP], cwd=ROOT, env=env, timeout=120, preload=DURABLE)
 
 
 def test_approve_then_reject_keeps_the_approval_and_refuses_the_rejection(

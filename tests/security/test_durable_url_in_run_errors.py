@@ -9,8 +9,6 @@ Now a run's error is cleaned of the URL's secrets wherever the engine hands it o
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +17,7 @@ import pytest
 
 from tests.support import durable
 from tests.support.durable import HERE, ROOT, Workers
+from tests.support.forked_cli import DURABLE, run_jianmu
 
 pytest.importorskip("dbos")
 pytestmark = pytest.mark.timeout(400)
@@ -38,9 +37,8 @@ client = durable.client
 def _cli(workers: Workers, *args: str) -> str:
     env = workers.env("cli", COLUMNS="300", NO_COLOR="1")
     env.pop("JIANMU_TEST_WORKER")
-    done = subprocess.run(
-        [sys.executable, "-m", "jianmu.cli", *args, "--app", f"{HERE / 'durable_app.py'}:engine"],
-        cwd=ROOT, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    done = run_jianmu([*args, "--app", f"{HERE / 'durable_app.py'}:engine"], cwd=ROOT, env=env,
+                      timeout=120, preload=DURABLE)
     return done.stdout + done.stderr
 
 

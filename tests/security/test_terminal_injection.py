@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from tests.cli._helpers import REPO, make_config
 from tests.support.durable import HERE, ROOT, Workers
+from tests.support.forked_cli import DURABLE, run_jianmu
 
 RAW = ("\x1b", "\x9b", "\x07", "\u202e", "\x1b]8;;")
 """What must never reach the terminal raw: ESC, C1 CSI, BEL, a bidi override, an OSC 8 link."""
@@ -40,8 +40,7 @@ def assert_inert(text: str, shown: tuple[str, ...] = SHOWN) -> None:
 
 
 def run_cli(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jianmu.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    return run_jianmu(args, cwd=cwd, env=env, timeout=120, preload=DURABLE)
 
 
 @pytest.fixture

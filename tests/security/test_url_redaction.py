@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from jianmu._secrets import redact_text, redact_url, url_secrets
 from jianmu.config import AppConfig
 from jianmu.errors import DurableError
 from tests.support.durable import HERE, ROOT, Workers
+from tests.support.forked_cli import DURABLE, run_jianmu
 
 pytest.importorskip("dbos")
 
@@ -95,9 +94,7 @@ def test_the_cli_never_prints_the_password(tmp_path: Path) -> None:
     for url in (URLS[0], URLS[2], URLS[3]):
         for args in (["runs", "list", "--app", app], ["worker", app]):
             env = workers.env("cli", JIANMU_TEST_DB=url)
-            done = subprocess.run([sys.executable, "-m", "jianmu.cli", *args], cwd=ROOT,
-                                  env=env, capture_output=True, text=True, timeout=120,
-                                  stdin=subprocess.DEVNULL)
+            done = run_jianmu(args, cwd=ROOT, env=env, timeout=120, preload=DURABLE)
             assert done.returncode == 1, done.stdout + done.stderr
             assert "jianmu: error:" in done.stderr and "Traceback" not in done.stderr
             assert SECRET not in done.stdout + done.stderr, done.stderr

@@ -17,6 +17,7 @@ import py_trees
 from py_trees.common import Status
 
 from jianmu import AsyncNode, ToolExecutor, tool
+from tests.support.forked_cli import run_jianmu
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,9 +137,9 @@ class Payments:
 
     def jianmu(self, *args: str, gated: bool = False) -> tuple[int, str, str]:
         """Run ``jianmu ARGS`` to its end: exit code, stdout, stderr."""
-        process = self.start(*args, gated=gated)
-        out, err = process.communicate(timeout=120)
-        return process.returncode, out, err
+        done = run_jianmu([*args, "--config", str(self.config)], cwd=self.root,
+                          env=self.env(gated=gated), timeout=120)
+        return done.returncode, done.stdout, done.stderr
 
     def suspended(self) -> str:
         """A run of the payment waiting for approval of ``pay_1``; its id."""
