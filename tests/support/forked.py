@@ -32,10 +32,18 @@ class Forked:
     out: Path
     err: Path
 
-    def wait(self) -> tuple[int, str, str]:
-        """Wait for the script's end: its exit code, stdout and stderr."""
+    ended: bool = False
+    """Whether `wait` has returned."""
+
+    def wait(self) -> int:
+        """Wait for the script's end: its exit code."""
         code = int(self.server.ask({"wait": self.pid})["code"])
-        return code, self.out.read_text(encoding="utf-8"), self.err.read_text(encoding="utf-8")
+        self.ended = True
+        return code
+
+    def output(self) -> tuple[str, str]:
+        """What the ended script wrote to stdout and stderr (files of its own)."""
+        return self.out.read_text(encoding="utf-8"), self.err.read_text(encoding="utf-8")
 
 
 class ForkServer:
@@ -69,18 +77,19 @@ class ForkServer:
 
     def start(self, argv: list[str], *, env: dict[str, str], cwd: Path,
               out: Path | None = None) -> Forked:
-        """Start ``python ARGV`` (a script and its arguments) in a child: its output goes to
-        ``out`` (a file or FIFO, else a file of its own), its errors to a file."""
+        """Start ``python ARGV`` (a script and its arguments) in a child: stdout and stderr go
+        to files of their own, or both to ``out`` (a FIFO the caller reads, say)."""
         self._count += 1
+        err = out or self._cwd / f".forked-{self._count}.err"
         out = out or self._cwd / f".forked-{self._count}.out"
-        err = self._cwd / f".forked-{self._count}.err"
         answer = self.ask({"start": {"argv": argv, "env": env, "cwd": str(cwd),
                                      "out": str(out), "err": str(err)}})
         return Forked(self, int(answer["pid"]), out, err)
 
     def run(self, argv: list[str], *, env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
         """Run ``python ARGV`` in a child to its end: exit code, stdout, stderr."""
-        return self.start(argv, env=env, cwd=cwd).wait()
+        child = self.start(argv, env=env, cwd=cwd)
+        return child.wait(), *child.output()
 
     def close(self) -> None:
         """End the server (its children have been waited for, or are left to init)."""
@@ -105,10 +114,12 @@ def _child(request: dict[str, Any]) -> int:
     os.environ.clear()
     os.environ.update(request["env"])
     null = os.open(os.devnull, os.O_RDONLY)
-    err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = out if request["err"] == request["out"] else os.open(
+        request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     for fd, target in ((null, 0), (out, 1), (err, 2)):
         os.dup2(fd, target)
+    for fd in {null, out, err}:
         os.close(fd)
     # sys.stdout and sys.stderr write to fds 1 and 2 (flushed before the fork); stdin's reader
     # may hold the server's requests read ahead: a fresh one
