@@ -150,6 +150,10 @@ def _serve(modules: list[str]) -> None:
         loaded = importlib.import_module(module)
         for name in filter(None, names.split(",")):
             getattr(loaded, name)
+    import threading
+
+    if threading.active_count() != 1:  # a child would lack them: not what a fresh one holds
+        sys.exit(f"the imports started threads: {threading.enumerate()}")
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
