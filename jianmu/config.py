@@ -713,6 +713,17 @@ def _strict_loader() -> Any:
             finally:
                 self._depth -= 1
 
+        def fetch_flow_collection_start(self, token_class: Any) -> None:
+            # a `[` or `{` past the limit is refused as the scanner meets it: the composer
+            # sees it only after the scanner has read up to 1,024 characters ahead, at a cost
+            # that grows with every bracket still open (seconds for 10,000 of them)
+            if self.flow_level >= self._max_depth:
+                raise YAMLRefused(
+                    f"the YAML is nested more than {self._max_depth} levels deep",
+                    problem_mark=self.get_mark(),
+                )
+            super().fetch_flow_collection_start(token_class)
+
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             try:
                 return super().construct_object(node, deep)

@@ -164,8 +164,16 @@ async def test_concurrent_calls_and_cancel(tmp_path: Path, bwrap: bool) -> None:
             for i in range(4):
                 tg.start_soon(call, i)
         assert outs == {i: f"{i}\n" for i in range(4)}
-        with anyio.move_on_after(0.5):
+
+        async def hung() -> None:
             await box.exec(f"sleep 6000.{tag} & sleep 6001.{tag}", timeout=60)
+
+        async with anyio.create_task_group() as tg:  # cancelled once both sleeps run
+            tg.start_soon(hung)
+            with anyio.fail_after(10):
+                while len([c for c in processes_with(f".{tag}") if c.startswith("sleep")]) < 2:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
         assert await wait_gone(f".{tag}")
         assert box.supervisor_starts == 1
 
@@ -330,7 +338,11 @@ async def test_the_waiting_child_is_root_and_out_of_the_commands_reach(
 async def test_limits_changed_between_calls_are_honoured(tmp_path: Path, bwrap: bool) -> None:
     probe = ("import resource as r; print(r.getrlimit(r.RLIMIT_FSIZE)[1], "
              "r.getrlimit(r.RLIMIT_CPU)[1])")
-    fork_five = "for i in 1 2 3 4 5 6; do sleep 2 & done 2>&1; wait; echo done"
+    # six children alive at once: each waits to read its line from a fifo that is written
+    # only once all are forked (they slept 2 s each, for a wait only the forks needed)
+    fork_five = ("mkfifo gate; exec 3<>gate; rm gate; "
+                 "for i in 1 2 3 4 5 6; do { read x <&3; } & done 2>&1; "
+                 "printf '1\\n2\\n3\\n4\\n5\\n6\\n' >&3; wait; echo done")
     async with _prefork_box(tmp_path, bwrap, file_size_mb=3, pids=4, cpu_seconds=7) as box:
         for _ in range(2):
             assert (await box.exec("true")).ok

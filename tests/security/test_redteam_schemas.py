@@ -19,7 +19,7 @@ import json
 import sys
 import warnings
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -297,123 +297,145 @@ def test_a_dialect_that_is_no_uri_is_refused_by_name(dialect: Any) -> None:
 # -- the same through a real MCP server over stdio ---------------------------------------------
 
 
-@asynccontextmanager
-async def schema_server(
-    tmp_path: Path, url: str, secret: Path,
-) -> AsyncIterator[tuple[ToolSet, list[str]]]:
-    """The hostile server's tools as a ToolSet, and the warnings its refused tools raised."""
+@dataclass
+class Hostile:
+    """The hostile server's tools as a ToolSet, the warnings its refused tools raised, the
+    URL its remote ``$ref`` names (and the requests that URL received) and its host file."""
+
+    tools: ToolSet
+    skipped: list[str]
+    url: str
+    hits: list[str]
+    secret: Path
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Module-scoped, so that one server serves every test of the module (see `hostile`)."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def hostile(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Hostile]:
+    """One server for the module: its tools are read-only and no test changes the ToolSet
+    (listing its megabytes of schemas took seconds per test)."""
     pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from jianmu.mcp import providers_from_config
 
-    config = parse_config(
-        f"mcp:\n  servers:\n    schemas:\n      command: {sys.executable}\n"
-        f"      args: [{SERVER}, '{url}', '{secret}']\n      trust: read_only\n"
-    )
-    providers = providers_from_config(config)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ToolUnavailableWarning)
-            tools = await ToolSet.from_providers(providers)
-        skipped = [str(w.message) for w in caught if w.category is ToolUnavailableWarning]
-        yield tools, skipped
-    finally:
-        for provider in providers:
-            await provider.close()
+    secret = tmp_path_factory.mktemp("secret") / "host-secret.json"
+    secret.write_text(json.dumps({"type": "string", "description": SECRET_TEXT}),
+                      encoding="utf-8")
+    body = json.dumps({"type": "string", "description": SECRET_TEXT}).encode()
+    with counting_server(body, "application/schema+json") as (port, hits):
+        url = f"http://127.0.0.1:{port}/item.schema.json"
+        config = parse_config(
+            f"mcp:\n  servers:\n    schemas:\n      command: {sys.executable}\n"
+            f"      args: [{SERVER}, '{url}', '{secret}']\n      trust: read_only\n"
+        )
+        providers = providers_from_config(config)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ToolUnavailableWarning)
+                tools = await ToolSet.from_providers(providers)
+            skipped = [str(w.message) for w in caught if w.category is ToolUnavailableWarning]
+            yield Hostile(tools, skipped, url, hits, secret)
+        finally:
+            for provider in providers:
+                await provider.close()
+        assert hits == [], hits  # nothing fetched, by any test nor by the close
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
 async def test_an_mcp_server_s_remote_refs_and_loops_are_refused_and_nothing_is_fetched(
-    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+    tmp_path: Path, hostile: Hostile,
 ) -> None:
-    url, hits = schema_url
-    async with schema_server(tmp_path, url, secret_file) as (tools, skipped):
-        # refused when listed, each by name: the remote ref, the host file, the loop
-        assert any("schemas__fetch_ref" in w and url in w for w in skipped), skipped
-        assert any("schemas__file_ref" in w and secret_file.as_uri() in w for w in skipped)
-        assert any("schemas__self_loop" in w and "refers to itself" in w for w in skipped)
-        assert any("schemas__deep" in w and "nests deeper than" in w for w in skipped), skipped
-        assert all(SECRET_TEXT not in w for w in skipped)
-        names = set(tools.names())
-        assert {"schemas__fetch_ref", "schemas__file_ref", "schemas__self_loop",
-                "schemas__deep"}.isdisjoint(names)
-        assert {"schemas__backtrack", "schemas__big_enum", "schemas__echo"} <= names
-        calls = [
-            {"id": "c1", "name": "schemas__fetch_ref", "arguments": {"item": 1}},
-            {"id": "c2", "name": "schemas__file_ref", "arguments": {"item": 1}},
-            {"id": "c3", "name": "schemas__self_loop", "arguments": {"name": "x", "extra": None}},
-            {"id": "c4", "name": "schemas__echo", "arguments": {"text": "hi"}},
-        ]
-        state = await _run_calls(tools, calls, tmp_path)
-        for call_id in ("c1", "c2", "c3"):
-            assert "unknown tool" in _observation(state, call_id)
-            assert SECRET_TEXT not in _observation(state, call_id)
-        assert "echo ran" in _observation(state, "c4")
-    assert hits == []
+    tools, skipped, url, secret_file = hostile.tools, hostile.skipped, hostile.url, hostile.secret
+    # refused when listed, each by name: the remote ref, the host file, the loop
+    assert any("schemas__fetch_ref" in w and url in w for w in skipped), skipped
+    assert any("schemas__file_ref" in w and secret_file.as_uri() in w for w in skipped)
+    assert any("schemas__self_loop" in w and "refers to itself" in w for w in skipped)
+    assert any("schemas__deep" in w and "nests deeper than" in w for w in skipped), skipped
+    assert all(SECRET_TEXT not in w for w in skipped)
+    names = set(tools.names())
+    assert {"schemas__fetch_ref", "schemas__file_ref", "schemas__self_loop",
+            "schemas__deep"}.isdisjoint(names)
+    assert {"schemas__backtrack", "schemas__big_enum", "schemas__echo"} <= names
+    calls = [
+        {"id": "c1", "name": "schemas__fetch_ref", "arguments": {"item": 1}},
+        {"id": "c2", "name": "schemas__file_ref", "arguments": {"item": 1}},
+        {"id": "c3", "name": "schemas__self_loop", "arguments": {"name": "x", "extra": None}},
+        {"id": "c4", "name": "schemas__echo", "arguments": {"text": "hi"}},
+    ]
+    state = await _run_calls(tools, calls, tmp_path)
+    for call_id in ("c1", "c2", "c3"):
+        assert "unknown tool" in _observation(state, call_id)
+        assert SECRET_TEXT not in _observation(state, call_id)
+    assert "echo ran" in _observation(state, "c4")
+    assert hostile.hits == []
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
 async def test_an_mcp_server_s_catastrophic_pattern_fails_at_once(
-    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+    tmp_path: Path, hostile: Hostile,
 ) -> None:
-    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
-        calls = [
-            {"id": "c1", "name": "schemas__backtrack", "arguments": {"word": HOSTILE_WORD}},
-            {"id": "c2", "name": "schemas__backtrack", "arguments": {"word": "aaa"}},
-        ]
-        state = await _run_calls(tools, calls, tmp_path)
-        assert "does not match pattern" in _observation(state, "c1")
-        assert "backtrack ran" in _observation(state, "c2")
+    calls = [
+        {"id": "c1", "name": "schemas__backtrack", "arguments": {"word": HOSTILE_WORD}},
+        {"id": "c2", "name": "schemas__backtrack", "arguments": {"word": "aaa"}},
+    ]
+    state = await _run_calls(hostile.tools, calls, tmp_path)
+    assert "does not match pattern" in _observation(state, "c1")
+    assert "backtrack ran" in _observation(state, "c2")
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
 async def test_an_mcp_server_s_huge_enum_and_huge_failure_reach_the_model_bounded(
-    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+    tmp_path: Path, hostile: Hostile,
 ) -> None:
-    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
-        calls = [
-            {"id": "c1", "name": "schemas__big_enum", "arguments": {"choice": "nope"}},
-            {"id": "c2", "name": "schemas__huge_error", "arguments": {}},
-            {"id": "c3", "name": "schemas__huge_ok", "arguments": {}},
-            {"id": "c4", "name": "schemas__big_enum", "arguments": {"choice": "value-199999"}},
-        ]
-        state = await _run_calls(tools, calls, tmp_path)
-        enum_error = _observation(state, "c1")
-        assert "(200,000 values)" in enum_error and "'value-0', 'value-1'" in enum_error
-        assert len(enum_error) < 2_000
-        limit = tools.get("schemas__huge_error").max_result_length
-        for call_id in ("c2", "c3"):  # a failure is cut like a success
-            seen = _observation(state, call_id)
-            assert len(seen) <= limit + 100 and "truncated" in seen
-        assert "big_enum ran" in _observation(state, "c4")
+    tools = hostile.tools
+    calls = [
+        {"id": "c1", "name": "schemas__big_enum", "arguments": {"choice": "nope"}},
+        {"id": "c2", "name": "schemas__huge_error", "arguments": {}},
+        {"id": "c3", "name": "schemas__huge_ok", "arguments": {}},
+        {"id": "c4", "name": "schemas__big_enum", "arguments": {"choice": "value-199999"}},
+    ]
+    state = await _run_calls(tools, calls, tmp_path)
+    enum_error = _observation(state, "c1")
+    assert "(200,000 values)" in enum_error and "'value-0', 'value-1'" in enum_error
+    assert len(enum_error) < 2_000
+    limit = tools.get("schemas__huge_error").max_result_length
+    for call_id in ("c2", "c3"):  # a failure is cut like a success
+        seen = _observation(state, call_id)
+        assert len(seen) <= limit + 100 and "truncated" in seen
+    assert "big_enum ran" in _observation(state, "c4")
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
 async def test_an_mcp_server_s_megabytes_of_schema_are_not_offered_with_every_request(
-    tmp_path: Path, schema_url: tuple[str, list[str]], secret_file: Path,
+    hostile: Hostile,
 ) -> None:
     """A tool's schema goes with every model request: a server's 200,000-value enum or
     megabyte description would be sent (and paid for) at each turn. What is offered is
     bounded; calls are still checked against the whole schema."""
-    async with schema_server(tmp_path, schema_url[0], secret_file) as (tools, _):
-        offered = {d["function"]["name"]: d for d in tools.to_openai()}
-        for name in ("schemas__big_enum", "schemas__huge_words"):
-            assert len(json.dumps(offered[name])) < 10_000, name
-        choice = offered["schemas__big_enum"]["function"]["parameters"]["properties"]["choice"]
-        assert "enum" not in choice and choice["type"] == "string"
-        assert "One of 200,000 values" in choice["description"] and '"value-0"' in (
-            choice["description"])
-        anthropic = tools.get("schemas__huge_words").to_anthropic()
-        assert len(json.dumps(anthropic)) < 10_000
-        note = anthropic["input_schema"]["properties"]["note"]
-        assert "default" not in note and "examples" not in note
-        assert note["description"].endswith("[cut: 1,000,000 characters]")
-        mode = anthropic["input_schema"]["properties"]["mode"]
-        assert mode["anyOf"][0] == {"description": "A fixed value, too long to show."}
-        # the whole schema still holds the calls
-        big_enum = tools.get("schemas__big_enum")
-        assert big_enum.validate_args({"choice": "value-199999"}) == {"choice": "value-199999"}
-        with pytest.raises(ToolInputError, match="200,000 values"):
-            big_enum.validate_args({"choice": "nope"})
+    tools = hostile.tools
+    offered = {d["function"]["name"]: d for d in tools.to_openai()}
+    for name in ("schemas__big_enum", "schemas__huge_words"):
+        assert len(json.dumps(offered[name])) < 10_000, name
+    choice = offered["schemas__big_enum"]["function"]["parameters"]["properties"]["choice"]
+    assert "enum" not in choice and choice["type"] == "string"
+    assert "One of 200,000 values" in choice["description"] and '"value-0"' in (
+        choice["description"])
+    anthropic = tools.get("schemas__huge_words").to_anthropic()
+    assert len(json.dumps(anthropic)) < 10_000
+    note = anthropic["input_schema"]["properties"]["note"]
+    assert "default" not in note and "examples" not in note
+    assert note["description"].endswith("[cut: 1,000,000 characters]")
+    mode = anthropic["input_schema"]["properties"]["mode"]
+    assert mode["anyOf"][0] == {"description": "A fixed value, too long to show."}
+    # the whole schema still holds the calls
+    big_enum = tools.get("schemas__big_enum")
+    assert big_enum.validate_args({"choice": "value-199999"}) == {"choice": "value-199999"}
+    with pytest.raises(ToolInputError, match="200,000 values"):
+        big_enum.validate_args({"choice": "nope"})
 
 
 # -- a schema given again is recognised exactly (tools rebuilt per request) ------------------
@@ -507,8 +529,10 @@ def test_unique_items_of_a_huge_array_are_checked_at_once() -> None:
     """jsonschema compares every pair of unhashable items: 50,000 objects from a model took
     over an hour on the event loop (6,000 took 30 s); they are hashed by their JSON value."""
     tool = _unique_tool()
-    many = [{"a": i, "b": [i, str(i)]} for i in range(50_000)]
-    assert len(tool.validate_args({"xs": many})["xs"]) == 50_000
+    # 20,000: compared pairwise that is 11 times the 30 s the 6,000 took, far past the
+    # timeout, while each checked once costs 2.5 times less than 50,000
+    many = [{"a": i, "b": [i, str(i)]} for i in range(20_000)]
+    assert len(tool.validate_args({"xs": many})["xs"]) == 20_000
     with pytest.raises(ToolInputError, match="non-unique"):
         tool.validate_args({"xs": [*many, {"b": [7, "7"], "a": 7}]})
 
@@ -536,7 +560,8 @@ def test_a_huge_enum_checks_a_long_array_at_once() -> None:
     values = [f"value-{i}" for i in range(200_000)]
     schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"enum": values}}}}
     tool = Tool.from_openai({"name": "pick", "description": "d", "parameters": schema}, _noop)
-    many = [f"value-{i}" for i in range(0, 200_000, 10)]
+    # 5,000 items: five times the 1,000 that held the loop 16 s and 31 s, far past the timeout
+    many = [f"value-{i}" for i in range(0, 200_000, 40)]
     for check in (tool.validate_args,
                   lambda args: _arguments.validate_with_schema("pick", schema, args)):
         assert check({"xs": many}) == {"xs": many}

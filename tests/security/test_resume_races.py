@@ -5,9 +5,9 @@ told why in words (no traceback), and the run ends as the winner decided."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-import subprocess
-import sys
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +15,7 @@ import pytest
 
 from jianmu import AgentState, SQLiteCheckpointer, StateManager
 from jianmu.runtime import ReactiveRunner
+from tests.support.forked import Forked, ForkServer
 from tests.support.payments import REPO, Payments, payments
 
 pytestmark = pytest.mark.timeout(300)
@@ -33,15 +34,27 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Payments:
     return made
 
 
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """Each racer is a process forked from one that imported its modules (0.5 s of CPU each,
+    paid once); its environment and folder are given at its start."""
+    where = tmp_path_factory.mktemp("forks")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with ForkServer("tests.support.resume_racer", "jianmu._cli.run", env=env,
+                    cwd=where) as server:
+        yield server
+
+
 @pytest.fixture
-def started() -> Iterator[list[subprocess.Popen[str]]]:
+def started() -> Iterator[list[Forked]]:
     """The racers started; each is killed in teardown if it is still running."""
-    processes: list[subprocess.Popen[str]] = []
-    yield processes
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=60)
+    racers: list[Forked] = []
+    yield racers
+    for racer in racers:
+        if not racer.ended:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(racer.pid, signal.SIGKILL)
+            racer.wait()
 
 
 def side(project: Payments, run_id: str, how: str, decision: str) -> list[str]:
@@ -52,25 +65,30 @@ def side(project: Payments, run_id: str, how: str, decision: str) -> list[str]:
     return ["api", run_id, decision, str(project.checkpoints), str(project.script)]
 
 
-def race(project: Payments, started: list[subprocess.Popen[str]],
+def race(project: Payments, forks: ForkServer, started: list[Forked],
          sides: list[list[str]]) -> list[tuple[int, str]]:
     """Start every side, wait until each is ready at its gate, open all the gates at once;
-    each side's exit code and output."""
-    gates = []
+    each side's exit code and output (stdout and stderr, as they came)."""
+    gates, outputs = [], []
     for n, arguments in enumerate(sides):
-        gate = project.root / f"gate{n}"
+        gate, out = project.root / f"gate{n}", project.root / f"out{n}"
         os.mkfifo(gate)
+        os.mkfifo(out)
         gates.append(gate)
-        started.append(subprocess.Popen(
-            [sys.executable, str(RACER), str(gate), *arguments], cwd=project.root,
-            env=project.env(gated=False), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
-    for process in started:
-        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        started.append(forks.start([str(RACER), str(gate), *arguments], out=out,
+                                   env=project.env(gated=False), cwd=project.root))
+        outputs.append(out.open(encoding="utf-8"))  # the racer opens it to write: its stdout
+    for output in outputs:
+        assert output.readline() == "ready\n"
     opened = [gate.open("w", encoding="utf-8") for gate in gates]  # each racer waits in read
     for fifo in opened:
         fifo.close()  # end of file: every racer goes on now
-    return [(process.wait(120), process.communicate(timeout=60)[0]) for process in started]
+    ends = []
+    for racer, output in zip(started, outputs, strict=True):
+        with output:
+            said = output.read()  # to its end: the racer has closed it, ending
+        ends.append((racer.wait(), said))
+    return ends
 
 
 @pytest.mark.parametrize(("first", "second"), [
@@ -81,11 +99,12 @@ def race(project: Payments, started: list[subprocess.Popen[str]],
     (("cli", "reject"), ("api", "approve")),
 ])
 def test_two_deciders_released_together_take_one_decision(
-    project: Payments, started: list[subprocess.Popen[str]],
+    project: Payments, forks: ForkServer, started: list[Forked],
     first: tuple[str, str], second: tuple[str, str],
 ) -> None:
     run_id = project.suspended()
-    ends = race(project, started, [side(project, run_id, *first), side(project, run_id, *second)])
+    ends = race(project, forks, started,
+                [side(project, run_id, *first), side(project, run_id, *second)])
     for _code, out in ends:
         assert "Traceback" not in out, out
     won = [n for n, (code, _out) in enumerate(ends) if code == 0]

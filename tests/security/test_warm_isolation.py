@@ -274,31 +274,56 @@ async def test_closing_a_fed_stdin_ends_only_the_command(opener: Opener, kind: s
 
 # --- item 5: calls running at the same time ------------------------------------------------
 
+class _Queue:
+    """A LocalSandbox's turn (one command at a time), noting whether a call waited for it."""
+
+    def __init__(self, turn: Any) -> None:
+        self.turn, self.waited = turn, False
+
+    async def __aenter__(self) -> None:
+        self.waited = self.waited or self.turn.locked()
+        await self.turn.__aenter__()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.turn.__aexit__(*exc_info)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_call_does_not_see_another_one_running(
     opener: Opener, kind: str, workspace: Path
 ) -> None:
     secret = f"ENV-SECRET-{uuid.uuid4().hex[:10]}"
-    ready, go = workspace / "ready", workspace / "go"
-    # the first call waits for the second to be done (bounded, in case the second waits for
-    # it): while it waits, the second reads every environment it can
-    first_cmd = ("touch ready; n=0; while [ ! -e go ] && [ $n -lt 40 ]; do sleep 0.05; "
-                 "n=$((n+1)); done; echo first-done")
+    ready, go, queued = workspace / "ready", workspace / "go", workspace / "queued"
+    # the first call waits for the second to be done, or to wait for its turn (bounded, for a
+    # second waiting where this test cannot see it): meanwhile the second reads every
+    # environment it can
+    first_cmd = ("touch ready; n=0; while [ ! -e go ] && [ ! -e queued ] && [ $n -lt 40 ]; "
+                 "do sleep 0.05; n=$((n+1)); done; echo first-done")
     second_cmd = ("cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -a SECRET; "
                   "touch go; echo second-done")
     results: dict[str, Any] = {}
     async with opener() as box:
+        turn = None
+        if isinstance(box, LocalSandbox):  # it runs one command at a time: the second waits
+            turn = box._turn = _Queue(box._turn)
 
         async def first() -> None:
             results["first"] = await box.exec(["sh", "-c", first_cmd],
                                               env={"JM_SECRET": secret})
+
+        async def second() -> None:
+            results["second"] = await box.exec(["sh", "-c", second_cmd])
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(first)
             with anyio.fail_after(60):
                 while not ready.exists():
                     await anyio.sleep(0.01)
-            results["second"] = await box.exec(["sh", "-c", second_cmd])
+            tg.start_soon(second)
+            with anyio.fail_after(60):
+                while "second" not in results and not (turn is not None and turn.waited):
+                    await anyio.sleep(0.01)
+            queued.touch()  # the second waits for the first: let the first end
     assert results["first"].stdout == "first-done\n", results
     assert results["second"].stdout.endswith("second-done\n"), results
     assert secret not in results["second"].stdout, results["second"]

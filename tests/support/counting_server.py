@@ -43,7 +43,10 @@ def counting_server(
             pass
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counted)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # shutdown() waits for the loop to look at its flag, which it does once a poll: the
+    # default 0.5 s poll cost each test half a second in teardown
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                              daemon=True)
     thread.start()
     try:
         yield httpd.server_address[1], seen
