@@ -5,9 +5,7 @@ told why in words (no traceback), and the run ends as the winner decided."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 
 from jianmu import AgentState, SQLiteCheckpointer, StateManager
 from jianmu.runtime import ReactiveRunner
-from tests.support.forked import Forked, ForkServer
+from tests.support.forked import ForkedProcess, ForkServer
 from tests.support.payments import REPO, Payments, payments
 
 pytestmark = pytest.mark.timeout(300)
@@ -40,21 +38,19 @@ def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     paid once); its environment and folder are given at its start."""
     where = tmp_path_factory.mktemp("forks")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with ForkServer("tests.support.resume_racer", "jianmu._cli.run", env=env,
+    with ForkServer(("tests.support.resume_racer", "jianmu._cli.run"), env=env,
                     cwd=where) as server:
         yield server
 
 
 @pytest.fixture
-def started() -> Iterator[list[Forked]]:
+def started() -> Iterator[list[ForkedProcess]]:
     """The racers started; each is killed in teardown if it is still running."""
-    racers: list[Forked] = []
+    racers: list[ForkedProcess] = []
     yield racers
     for racer in racers:
-        if not racer.ended:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(racer.pid, signal.SIGKILL)
-            racer.wait()
+        racer.kill()  # if it still runs
+        racer.wait()
 
 
 def side(project: Payments, run_id: str, how: str, decision: str) -> list[str]:
@@ -65,19 +61,20 @@ def side(project: Payments, run_id: str, how: str, decision: str) -> list[str]:
     return ["api", run_id, decision, str(project.checkpoints), str(project.script)]
 
 
-def race(project: Payments, forks: ForkServer, started: list[Forked],
+def race(project: Payments, forks: ForkServer, started: list[ForkedProcess],
          sides: list[list[str]]) -> list[tuple[int, str]]:
     """Start every side, wait until each is ready at its gate, open all the gates at once;
     each side's exit code and output (stdout and stderr, as they came)."""
     gates, outputs = [], []
     for n, arguments in enumerate(sides):
-        gate, out = project.root / f"gate{n}", project.root / f"out{n}"
+        gate = project.root / f"gate{n}"
         os.mkfifo(gate)
-        os.mkfifo(out)
         gates.append(gate)
-        started.append(forks.start([str(RACER), str(gate), *arguments], out=out,
-                                   env=project.env(gated=False), cwd=project.root))
-        outputs.append(out.open(encoding="utf-8"))  # the racer opens it to write: its stdout
+        racer = forks.spawn([str(RACER), str(gate), *arguments],
+                            env=project.env(gated=False), cwd=project.root)
+        started.append(racer)
+        assert racer.stdout is not None
+        outputs.append(racer.stdout)  # a pipe: its stdout and stderr, as they come
     for output in outputs:
         assert output.readline() == "ready\n"
     opened = [gate.open("w", encoding="utf-8") for gate in gates]  # each racer waits in read
@@ -86,7 +83,7 @@ def race(project: Payments, forks: ForkServer, started: list[Forked],
     ends = []
     for racer, output in zip(started, outputs, strict=True):
         with output:
-            said = output.read()  # to its end: the racer has closed it, ending
+            said = output.read()  # to its end: the racer has ended
         ends.append((racer.wait(), said))
     return ends
 
@@ -99,7 +96,7 @@ def race(project: Payments, forks: ForkServer, started: list[Forked],
     (("cli", "reject"), ("api", "approve")),
 ])
 def test_two_deciders_released_together_take_one_decision(
-    project: Payments, forks: ForkServer, started: list[Forked],
+    project: Payments, forks: ForkServer, started: list[ForkedProcess],
     first: tuple[str, str], second: tuple[str, str],
 ) -> None:
     run_id = project.suspended()

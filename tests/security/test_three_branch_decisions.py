@@ -30,8 +30,8 @@ def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     """Each turn's process is forked from one that imported the script's modules (0.6 s of
     CPU each, paid once); the turn's own environment and folder are given at its start."""
     where = tmp_path_factory.mktemp("forks")
-    with ForkServer("tests.support.three_branches",
-                    "jianmu:ReactiveRunner,SQLiteCheckpointer,StateManager",
+    with ForkServer(("tests.support.three_branches",
+                     "jianmu:ReactiveRunner,SQLiteCheckpointer,StateManager"),
                     env=_env(where), cwd=where) as server:
         yield server
 
@@ -39,11 +39,11 @@ def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
 def turn(forks: ForkServer, tmp_path: Path, run_id: str,
          decisions: list[list[Any]]) -> dict[str, Any]:
     """One process's turn at the run (`tests.support.three_branches`)."""
-    code, out, err = forks.run(
+    done = forks.run(
         [str(STEP), str(tmp_path / "runs.sqlite"), run_id, json.dumps(decisions)],
-        env=_env(tmp_path), cwd=tmp_path)
-    assert code == 0, out + err
-    return dict(json.loads(out.splitlines()[-1]))
+        env=_env(tmp_path), cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return dict(json.loads(done.stdout.splitlines()[-1]))
 
 
 def ledger(tmp_path: Path) -> list[str]:
