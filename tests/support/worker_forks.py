@@ -235,7 +235,10 @@ if __name__ == "__main__":
     import runpy
 
     for name in sys.argv[2:]:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # not installed here: a worker that needs it fails as it would cold
+            pass
     if threading.active_count() != 1:  # a fork keeps only the calling thread
         raise SystemExit(f"a preloaded module started a thread: {threading.enumerate()}")
     job = _serve(socket.socket(fileno=int(sys.argv[1])))
