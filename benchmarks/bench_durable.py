@@ -43,6 +43,8 @@ THROUGHPUT_RUNS = 500
 WORKER_COUNTS = (1, 2, 4)
 PARKED_RUNS = 1000
 PEER_RUNS = 10
+SETTLE_S = 1.0
+"""Pause before reading a worker's memory and threads, for its last parked runs to settle."""
 DEFAULT_POLL = DurableConfig().poll_interval_s
 DEFAULT_CONCURRENCY = DurableConfig().worker_concurrency
 WORKFLOW = "jianmu.run"
@@ -248,16 +250,16 @@ def parked(url: str, runs: int, tmp: Path) -> tuple[float, list[int]]:
         warm = [f"warm-{i}" for i in range(20)]
         asyncio.run(enqueue(url, "park", warm, {}))
         wait_count(partial(waiting, "warm-"), len(warm), 300, "the warm-up runs to park")
-        time.sleep(1.0)
+        time.sleep(SETTLE_S)
         rss0, threads0 = proc_stats(pid)
         progress(f"parked: {runs} runs waiting for approvals in one worker (pid {pid})")
         asyncio.run(enqueue(url, "park", [f"park-a{i}" for i in range(half)], {}))
         wait_count(partial(waiting, "park-a"), half, 900, f"{half} runs to park")
-        time.sleep(1.0)  # let the last ones settle in their recv
+        time.sleep(SETTLE_S)  # let the last ones settle in their recv
         _, threads_half = proc_stats(pid)
         asyncio.run(enqueue(url, "park", [f"park-b{i}" for i in range(runs - half)], {}))
         wait_count(partial(waiting, "park-"), runs, 900, f"{runs} runs to park")
-        time.sleep(1.0)
+        time.sleep(SETTLE_S)
         rss1, threads1 = proc_stats(pid)
     per_run = (rss1 - rss0) / runs
     threads = [threads0, threads_half, threads1]

@@ -348,6 +348,9 @@ class DurableConfig(_Section):
     """Seconds without a heartbeat after which a live worker takes over a worker's runs."""
     poll_interval_s: float = Field(default=0.1, gt=0)
     """Seconds between a worker's looks at the queue for new runs."""
+    notify_poll_s: float = Field(default=1.0, ge=0.001)
+    """Seconds between a worker's looks for the decisions and answers its parked runs wait for,
+    on SQLite (PostgreSQL tells the worker at once): DBOS's notification polling interval."""
 
     @property
     def sqlite_path(self) -> str:

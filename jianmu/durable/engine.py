@@ -254,6 +254,7 @@ class DurableEngine:
             # DBOS's pool is unbounded by default: its database calls would grow a thread per
             # concurrent run; a bounded pool queues them instead
             "max_executor_threads": _EXECUTOR_THREADS,
+            "notification_listener_polling_interval_sec": self.config.durable.notify_poll_s,
         })
         try:
             DBOS.launch()

@@ -38,10 +38,14 @@ async def test_the_park_tree_waits_for_a_person() -> None:
     assert [r.id for r in result.pending] == ["deploy_1"]
 
 
+# the figures are not checked, only that each part runs and prints: so no simulated latency
+# to wait through (1 ms, not 0, keeps the models' and tools' sleeps on the path), and no pause
+# for the parked runs to settle before memory is read
 _TINY = """
 from benchmarks import bench_durable as b
 b.OVERHEAD_RUNS, b.THROUGHPUT_RUNS, b.WORKER_COUNTS = 1, 6, (1, 2)
 b.PARKED_RUNS, b.PEER_RUNS = 5, 1
+b.MODEL_MS, b.TOOL_MS, b.SETTLE_S = 1.0, 1.0, 0.0
 b.main()
 """
 

@@ -30,6 +30,7 @@ _config = AppConfig.model_validate({
         "takeover_after_s": float(os.environ.get("JIANMU_TEST_TAKEOVER", "600")),
         "worker_concurrency": int(os.environ.get("JIANMU_TEST_CONCURRENCY", "16")),
         "poll_interval_s": 0.05,
+        "notify_poll_s": 0.05,  # a decision from another process reaches a worker on SQLite
     },
 })
 engine = DurableEngine(

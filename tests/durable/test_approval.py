@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +11,9 @@ import pytest
 
 from jianmu.errors import RunNotFoundError
 from jianmu.runtime.runner import RunStatus
-from tests.support.durable import Workers, wait_for
+from tests.support.durable import HERE, Workers, fork_server, wait_for
 
 pytestmark = pytest.mark.timeout(400)
-
-_APPROVE = """
-import asyncio, sys
-from durable_app import engine
-try:
-    asyncio.run(engine.approve(sys.argv[1], sys.argv[2], "go ahead"))
-finally:
-    engine.shutdown()
-print("approved")
-"""
 
 
 def _suspended(client: Any, run_id: str) -> Any:
@@ -59,12 +48,16 @@ def test_approval_from_another_process_after_every_worker_died(
     approve_first = not db_url.startswith("sqlite")
     if not approve_first:
         workers.start("w1")
-    approver = subprocess.run(
-        [sys.executable, "-c", _APPROVE, run_id, "deploy_1"], env=workers.env("approver"),
-        capture_output=True, text=True, timeout=120,
-    )
-    assert approver.returncode == 0, approver.stderr
-    assert approver.stdout.strip().endswith("approved")
+    # a process of its own (forked pre-imported, as the workers are), importing the app itself
+    with open(tmp_path / "approver.log", "w", encoding="utf-8") as log:
+        approver = fork_server().spawn([str(HERE / "approver.py"), run_id, "deploy_1"],
+                                       env=workers.env("approver"), cwd=os.getcwd(),
+                                       stderr=log.fileno())
+    assert approver.stdout is not None
+    with approver.stdout:
+        said = approver.stdout.read()
+    assert approver.wait(timeout=120) == 0, (tmp_path / "approver.log").read_text()
+    assert said.strip().endswith("approved")
     if approve_first:
         assert not out.exists()
         workers.start("w1")

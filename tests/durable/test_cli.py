@@ -7,14 +7,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.cli._helpers import Done
-from tests.support.durable import HERE, ROOT, Workers, wait_for
+from tests.support.durable import HERE, ROOT, Workers, fork_server, wait_for
 from tests.support.forked_cli import DURABLE, run_jianmu
 
 pytestmark = pytest.mark.timeout(400)
@@ -40,15 +39,14 @@ class CLI:
                           preload=DURABLE)
         return Done(done.returncode, done.stdout, done.stderr)
 
-    def worker(self, executor_id: str) -> tuple[subprocess.Popen[str], str]:
-        """``jianmu worker APP --id ID``, started; its first line."""
+    def worker(self, executor_id: str) -> tuple[Any, str]:
+        """``jianmu worker APP --id ID``, started (``python -m jianmu.cli`` forked from the
+        pre-imported `fork_server`, in a session of its own); its first line."""
         log = open(self.workers.tmp / f"{executor_id}.log", "a", encoding="utf-8")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jianmu.cli", "worker", APP, "--id", executor_id,
-             "--concurrency", "4"],
-            cwd=ROOT, env=self.env(), stdout=subprocess.PIPE, stderr=log, text=True,
-            start_new_session=True,
-        )
+        self.workers._logs.append(log)
+        proc = fork_server().spawn(
+            ["-m", "jianmu.cli", "worker", APP, "--id", executor_id, "--concurrency", "4"],
+            env=self.env(), cwd=ROOT, stderr=log.fileno(), new_session=True)
         self.workers.procs.append(proc)  # killed at the end of the test whatever happens
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,8 +12,32 @@ from typing import Any
 
 import pytest
 
+from tests.support.forked import ForkServer
+
 HERE = Path(__file__).resolve().parent.parent / "durable"
 ROOT = HERE.parent.parent
+
+PRELOAD = (
+    "dbos", "sqlalchemy", "psycopg", "pydantic", "py_trees", "jianmu.config",
+    "jianmu.durable.engine", "jianmu.durable._workflow", "jianmu.durable._tables",
+    "jianmu.guard.guardrails", "jianmu.llm.messages", "jianmu.llm.provider",
+    "jianmu.llm.scripted", "jianmu.nodes", "jianmu.nodes.cut_off", "jianmu.runtime",
+    "jianmu.state", "jianmu.tools", "jianmu.cli", "jianmu._cli.durable",
+)
+"""What every worker of the test app imports (``worker.py`` and ``jianmu worker``), and
+nothing that reads a worker's settings (`durable_app` does: each worker imports it itself)."""
+
+_forks: list[ForkServer] = []  # this test process's fork server, started at its first worker
+
+
+def fork_server() -> ForkServer:
+    """The fork server of this test process, pre-imported with `PRELOAD`."""
+    if not _forks:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), env.get("PYTHONPATH", "")])
+        _forks.append(ForkServer(PRELOAD, env=env, cwd=ROOT))
+        atexit.register(_forks[0].close)
+    return _forks[0]
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 120.0, what: str = "") -> Any:
@@ -35,7 +58,7 @@ class Workers:
     def __init__(self, db: str, tmp: Path) -> None:
         self.db = db
         self.tmp = tmp
-        self.procs: list[subprocess.Popen[str]] = []
+        self.procs: list[Any] = []  # Popen, or ForkedProcess
         self._logs: list[Any] = []  # each worker's log, open while it runs
 
     def env(self, worker: str, **extra: str) -> dict[str, str]:
@@ -49,14 +72,13 @@ class Workers:
         env.update(extra)
         return env
 
-    def start(self, worker: str, **extra: str) -> subprocess.Popen[str]:
-        """Start a worker and wait until it has launched."""
+    def start(self, worker: str, **extra: str) -> Any:
+        """Start a worker (forked from the pre-imported `fork_server`, in a session of its own)
+        and wait until it has launched; its `subprocess.Popen`-like handle."""
         log = open(self.tmp / f"{worker}.log", "a", encoding="utf-8")
         self._logs.append(log)
-        proc = subprocess.Popen(
-            [sys.executable, str(HERE / "worker.py")], env=self.env(worker, **extra),
-            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
-        )
+        proc = fork_server().spawn([str(HERE / "worker.py")], env=self.env(worker, **extra),
+                                   cwd=os.getcwd(), stderr=log.fileno(), new_session=True)
         self.procs.append(proc)
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -67,7 +89,7 @@ class Workers:
         return proc
 
     @staticmethod
-    def kill(proc: subprocess.Popen[str]) -> None:
+    def kill(proc: Any) -> None:
         """SIGKILL a worker: no clean-up runs."""
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
