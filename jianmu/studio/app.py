@@ -47,11 +47,15 @@ from jianmu.studio.pages import STATUSES, error_page, run_href, run_page, runs_p
 from jianmu.studio.patch import diff
 from jianmu.studio.runs import FINISHED
 
-__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "SETTLE_S", "RunSource", "TokenGuard",
-           "cookie_name", "create_app")
+__all__ = ("COOKIE", "CSRF_HEADER", "POLL_S", "RECONNECT_MS", "SETTLE_S", "RunSource",
+           "TokenGuard", "cookie_name", "create_app")
 
 POLL_S = 0.5
 """How often a live page's stream looks at the run again."""
+RECONNECT_MS = 1000
+"""How soon a page tries its stream again once the connection dropped (a studio stopped and
+started again): sent with the stream's first message, as on Ctrl-C (the browser's own wait is
+3 s)."""
 SETTLE_S = 10.0
 """How long a stream waits for the last events of a run that ended (its checkpoint comes a
 moment before them) before it sends the run as it is."""
@@ -177,7 +181,7 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                 if closing.is_set():
                     # the studio is stopping: an open stream would hold it up until it is cut
                     # (a traceback on Ctrl-C); the page is told, and tries again once it is back
-                    yield "retry: 1000\nevent: closing\ndata: {}\n\n"  # back in a second
+                    yield f"retry: {RECONNECT_MS}\nevent: closing\ndata: {{}}\n\n"
                     return
                 # the view of a long run costs the server much: it is built again only when
                 # the run's mark says something changed
@@ -209,6 +213,8 @@ def create_app(sources: list[RunSource], token: str, *, by: str | None = None,
                            "event: patch\ndata: " + json_text(
                                {"run_id": view["run_id"], "status": view["status"],
                                 "patch": change}))
+                    if last is None:
+                        out = f"retry: {RECONNECT_MS}\n{out}"
                     last, quiet = view, 0
                     yield out + "\n\n"
                     if ended:

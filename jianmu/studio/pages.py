@@ -4,6 +4,7 @@ name, an argument or a result that holds ``<script>`` shows as text."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from html import escape
 from typing import Any
@@ -26,6 +27,18 @@ def _name(value: Any) -> str:
     """A name from a run (its id, its tree's) as escaped text, hidden characters as escapes
     (``\\u202e``): a bidi override would make one run's id read as another's."""
     return _e(shown("" if value is None else str(value)))
+
+
+_LONG_WORD = re.compile(r"(\S{65,})")
+
+
+def _wrapped_name(value: Any) -> str:
+    """`_name`, with a ``<wbr>`` every 64 characters of a word longer than that: Chromium
+    wraps such a word at any point in time that grows with its square (a tree named with
+    50,000 characters held the runs list for seconds); the text read or copied is the same."""
+    parts = _LONG_WORD.split(shown("" if value is None else str(value)))
+    return "".join("<wbr>".join(_e(part[i:i + 64]) for i in range(0, len(part), 64))
+                   if n % 2 else _e(part) for n, part in enumerate(parts))
 
 
 def _when(stamp: float | None) -> str:
@@ -98,7 +111,7 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
     rows = "".join(
         f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="'
         f'{_e(run_href(r["source"], r["run_id"]))}">{_name(r["run_id"])}</a></td>'
-        f'<td>{_name(r["tree"])}</td>'
+        f'<td>{_wrapped_name(r["tree"])}</td>'
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'
         f'<td class="when">{_when(r["started"])}</td><td>{_e(r["pending"] or "")}</td>'
         f'<td class="origin">{_origin(r.get("forked_from"), r["source"])}</td>'
@@ -258,7 +271,7 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
     body = (
         f'<h1>run <span id="run-id">{_name(run_id)}</span> <span id="status" class="status '
         f'status-{_e(view["status"])}">{_e(view["status"])}</span></h1>'
-        f'<p class="meta">tree <span id="tree-name">{_name(view["tree"])}</span> · '
+        f'<p class="meta">tree <span id="tree-name">{_wrapped_name(view["tree"])}</span> · '
         f'<span id="live">live</span> <span id="origin">{origin}</span></p>'
         f'<p id="note" class="note">{_e(view["note"])}</p>'
         f'<p id="usage" class="meta">{_e(view.get("usage") or "")}</p>'

@@ -159,53 +159,113 @@ def test_import_jianmu_does_not_import_mcp() -> None:
 # -- stdio ------------------------------------------------------------------------------------
 
 
-@pytest.mark.anyio
-async def test_stdio_tools_keep_schema_and_map_annotations(
-    stdio_tools: tuple[MCPToolProvider, ToolSet],
-) -> None:
-    _, toolset = stdio_tools
-    assert toolset.names() == [
-        "weather__get_forecast", "weather__echo", "weather__delete_station",
-        "weather__alerts_list", "weather__server_pid", "weather__wait",
-    ]
-    forecast = toolset["weather__get_forecast"]
-    assert isinstance(forecast, MCPTool) and forecast.remote is True
-    assert forecast.get_description().startswith("Forecast for a city")
-    assert forecast.input_schema["required"] == ["city"]
-    assert forecast.input_schema["properties"]["days"]["default"] == 1
-    assert (forecast.category, forecast.permission, forecast.parallel_safe) == (
-        "read", "auto", True,
-    )
-    assert forecast.effect_tags == ("http",) and forecast.max_retries == 2
-    assert forecast.metadata["mcp_tool"] == "get_forecast"
-    delete = toolset["weather__delete_station"]
-    assert (delete.category, delete.permission, delete.parallel_safe) == (
-        "dangerous", "user_confirm", False,
-    )
-    echo = toolset["weather__echo"]  # no hints: the spec's defaults (destructive, open world)
-    assert (echo.category, echo.permission, echo.max_retries, echo.effect_tags) == (
-        "dangerous", "user_confirm", 0, ("http",),
-    )
-    assert toolset["weather__alerts_list"].metadata["mcp_tool"] == "alerts.list"
-    # runtime objects the executor injects never reach the server
-    assert echo.bind_args({"text": "mine"}, {"ctx": object(), "text": "theirs"}) == {"text": "mine"}
+class TestOneStdioServer:
+    """Tests that only list and call a stdio server's tools (none kills it, none changes a
+    tool): one server for the class, each test meeting it on its first connection."""
 
+    @pytest.fixture(scope="class")
+    @classmethod
+    def anyio_backend(cls) -> str:
+        """asyncio, for the class: its tests share one loop, so one session serves them."""
+        return "asyncio"
 
-@pytest.mark.anyio
-async def test_stdio_calls_structured_text_and_errors(
-    stdio_tools: tuple[MCPToolProvider, ToolSet],
-) -> None:
-    _, toolset = stdio_tools
-    forecast = await toolset.execute("weather__get_forecast", {"city": "Paris", "days": "3"})
-    assert forecast.ok and forecast.output == {"city": "paris", "days": 3, "temperature_c": 18.5}
-    echo = await toolset.execute("weather__echo", {"text": "hello"})
-    assert echo.ok and echo.output == "hello"
-    dotted = await toolset.execute("WEATHER__ALERTS_LIST", {"region": "north"})
-    assert dotted.ok and dotted.output == "no alerts in north"
-    failed = await toolset.execute("weather__get_forecast", {"city": "Atlantis"})
-    assert not failed.ok and "unknown city 'Atlantis'" in (failed.error or "")
-    bad_args = await toolset.execute("weather__echo", {})
-    assert not bad_args.ok and "text" in (bad_args.error or "")
+    @pytest.fixture(scope="class")
+    @classmethod
+    async def shared_tools(cls) -> AsyncIterator[tuple[MCPToolProvider, ToolSet]]:
+        provider = weather(trust="all")  # its hints believed: the mapping of each hint shows
+        toolset = await ToolSet.from_providers([provider])
+        try:
+            yield provider, toolset
+        finally:
+            await provider.close()
+
+    @pytest.mark.anyio
+    async def test_stdio_tools_keep_schema_and_map_annotations(
+        self, shared_tools: tuple[MCPToolProvider, ToolSet],
+    ) -> None:
+        _, toolset = shared_tools
+        assert toolset.names() == [
+            "weather__get_forecast", "weather__echo", "weather__delete_station",
+            "weather__alerts_list", "weather__server_pid", "weather__wait",
+        ]
+        forecast = toolset["weather__get_forecast"]
+        assert isinstance(forecast, MCPTool) and forecast.remote is True
+        assert forecast.get_description().startswith("Forecast for a city")
+        assert forecast.input_schema["required"] == ["city"]
+        assert forecast.input_schema["properties"]["days"]["default"] == 1
+        assert (forecast.category, forecast.permission, forecast.parallel_safe) == (
+            "read", "auto", True,
+        )
+        assert forecast.effect_tags == ("http",) and forecast.max_retries == 2
+        assert forecast.metadata["mcp_tool"] == "get_forecast"
+        delete = toolset["weather__delete_station"]
+        assert (delete.category, delete.permission, delete.parallel_safe) == (
+            "dangerous", "user_confirm", False,
+        )
+        echo = toolset["weather__echo"]  # no hints: the spec's defaults (destructive, open world)
+        assert (echo.category, echo.permission, echo.max_retries, echo.effect_tags) == (
+            "dangerous", "user_confirm", 0, ("http",),
+        )
+        assert toolset["weather__alerts_list"].metadata["mcp_tool"] == "alerts.list"
+        # runtime objects the executor injects never reach the server
+        assert echo.bind_args({"text": "mine"}, {"ctx": object(), "text": "theirs"}) == {
+            "text": "mine"}
+
+    @pytest.mark.anyio
+    async def test_stdio_calls_structured_text_and_errors(
+        self, shared_tools: tuple[MCPToolProvider, ToolSet],
+    ) -> None:
+        _, toolset = shared_tools
+        forecast = await toolset.execute("weather__get_forecast", {"city": "Paris", "days": "3"})
+        assert forecast.ok and forecast.output == {"city": "paris", "days": 3,
+                                                   "temperature_c": 18.5}
+        echo = await toolset.execute("weather__echo", {"text": "hello"})
+        assert echo.ok and echo.output == "hello"
+        dotted = await toolset.execute("WEATHER__ALERTS_LIST", {"region": "north"})
+        assert dotted.ok and dotted.output == "no alerts in north"
+        failed = await toolset.execute("weather__get_forecast", {"city": "Atlantis"})
+        assert not failed.ok and "unknown city 'Atlantis'" in (failed.error or "")
+        bad_args = await toolset.execute("weather__echo", {})
+        assert not bad_args.ok and "text" in (bad_args.error or "")
+
+    @pytest.mark.anyio
+    async def test_concurrent_calls_share_one_session(
+        self, shared_tools: tuple[MCPToolProvider, ToolSet],
+    ) -> None:
+        provider, toolset = shared_tools
+        results: dict[int, Any] = {}
+
+        async def call(i: int) -> None:
+            results[i] = await toolset.execute("weather__echo", {"text": f"n{i}"})
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(call, i)
+        assert {i: r.output for i, r in results.items()} == {i: f"n{i}" for i in range(8)}
+        assert provider.client.connections == 1
+
+    @pytest.mark.anyio
+    async def test_mcp_tools_through_the_tool_executor(
+        self, shared_tools: tuple[MCPToolProvider, ToolSet],
+    ) -> None:
+        _, toolset = shared_tools
+        exporter = InMemorySpanExporter()
+        tracing = TracerProvider()
+        tracing.add_span_processor(SimpleSpanProcessor(exporter))
+        state = StateManager(AgentState, {"actions": [
+            {"id": "a", "name": "weather__get_forecast", "arguments": '{"city": "cairo"}'},
+            {"id": "b", "name": "weather__get_forecast", "arguments": {"city": "Atlantis"}},
+        ]})
+        runner = ReactiveRunner(ToolExecutor(tools=toolset), state, tracer_provider=tracing)
+        result = await runner.run(timeout=60)
+        assert result.status is RunStatus.SUCCESS
+        messages = {m.tool_call_id: m.content for m in state.get("messages")}
+        assert '"temperature_c": 31.0' in (messages["a"] or "")
+        assert "unknown city 'Atlantis'" in (messages["b"] or "")
+        assert state.get("tool_effects") == {"http": 1}
+        spans = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
+        assert spans and all((s.attributes or {}).get("gen_ai.tool.type") == "extension"
+                             for s in spans)
 
 
 @pytest.mark.anyio
@@ -226,23 +286,6 @@ async def test_argument_checks_follow_a_replaced_schema(
     with pytest.raises(ToolInputError, match="at most 3"):
         echo.bind_args({"text": "long"})
     assert echo.bind_args({"text": "ok"}) == {"text": "ok"}
-
-
-@pytest.mark.anyio
-async def test_concurrent_calls_share_one_session(
-    stdio_tools: tuple[MCPToolProvider, ToolSet],
-) -> None:
-    provider, toolset = stdio_tools
-    results: dict[int, Any] = {}
-
-    async def call(i: int) -> None:
-        results[i] = await toolset.execute("weather__echo", {"text": f"n{i}"})
-
-    async with anyio.create_task_group() as tg:
-        for i in range(8):
-            tg.start_soon(call, i)
-    assert {i: r.output for i, r in results.items()} == {i: f"n{i}" for i in range(8)}
-    assert provider.client.connections == 1
 
 
 @pytest.mark.anyio
@@ -486,30 +529,7 @@ async def test_http_unreachable_url_raises_mcp_error() -> None:
         await provider.initialize()
 
 
-# -- through the ToolExecutor -----------------------------------------------------------------
-
-
-@pytest.mark.anyio
-async def test_mcp_tools_through_the_tool_executor(
-    stdio_tools: tuple[MCPToolProvider, ToolSet],
-) -> None:
-    _, toolset = stdio_tools
-    exporter = InMemorySpanExporter()
-    tracing = TracerProvider()
-    tracing.add_span_processor(SimpleSpanProcessor(exporter))
-    state = StateManager(AgentState, {"actions": [
-        {"id": "a", "name": "weather__get_forecast", "arguments": '{"city": "cairo"}'},
-        {"id": "b", "name": "weather__get_forecast", "arguments": {"city": "Atlantis"}},
-    ]})
-    runner = ReactiveRunner(ToolExecutor(tools=toolset), state, tracer_provider=tracing)
-    result = await runner.run(timeout=60)
-    assert result.status is RunStatus.SUCCESS
-    messages = {m.tool_call_id: m.content for m in state.get("messages")}
-    assert '"temperature_c": 31.0' in (messages["a"] or "")
-    assert "unknown city 'Atlantis'" in (messages["b"] or "")
-    assert state.get("tool_effects") == {"http": 1}
-    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
-    assert spans and all((s.attributes or {}).get("gen_ai.tool.type") == "extension" for s in spans)
+# -- more servers of their own (the ToolExecutor's test is in TestOneStdioServer) -----------
 
 
 @pytest.mark.anyio

@@ -33,9 +33,15 @@ CALLS = [
 ]
 
 
-@pytest.fixture
-async def history() -> AsyncIterator[list[Message]]:
-    """A user turn, the assistant's three calls, and the tool messages the executor made."""
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio, for the whole module: its tests share one loop, and the one run below."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def recorded() -> AsyncIterator[list[Message]]:
+    """The run of the three calls, once for the module: each test reads its messages."""
     provider = MCPToolProvider("media", command=sys.executable, args=[MEDIA], trust="read_only",
                                timeout=20)
     toolset = await ToolSet.from_providers([provider])
@@ -47,6 +53,13 @@ async def history() -> AsyncIterator[list[Message]]:
     finally:
         await provider.close()
     yield [Message.user("show me"), Message.assistant(tool_calls=CALLS), *tool_messages]
+
+
+@pytest.fixture
+def history(recorded: list[Message]) -> list[Message]:
+    """A user turn, the assistant's three calls, and the tool messages the executor made
+    (copies: what a test does with them leaves the next test's alone)."""
+    return [m.model_copy(deep=True) for m in recorded]
 
 
 async def test_tool_messages_carry_images_and_audio_whole(history: list[Message]) -> None:

@@ -57,8 +57,16 @@ def _offered_intact(tools: ToolSet, raw: dict[str, dict[str, Any]]) -> list[str]
     return refused
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio, for the whole module: its tests share one loop, so one server serves them."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
 async def python_server() -> AsyncIterator[tuple[ToolSet, dict[str, dict[str, Any]]]]:
+    """One server for the module: its tests only list and call (a wrong call never reaches
+    it), so none changes what the next one meets."""
     provider = MCPToolProvider("sc", command=sys.executable, args=[SCHEMAS, "stdio"],
                                trust="read_only", timeout=60, connect_timeout=60)
     try:

@@ -22,8 +22,16 @@ from tests.mcp.helpers import HERE, NOTES
 DOCS_ONLY = str(HERE / "servers" / "docs_only_server.py")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio, for the whole module: its tests share one loop, so `notes` can be one."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
 async def notes() -> AsyncIterator[MCPClient]:
+    """One notes server for the module: its tests list and read, and nothing they do changes
+    what it serves."""
     client = MCPClient(command=sys.executable, args=[NOTES, "stdio"], name="notes", timeout=20)
     try:
         yield client

@@ -24,9 +24,16 @@ from tests.mcp.helpers import REPO, SERVE_APP, HttpServer, free_port
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio, for the whole module: its tests share one loop, so `session` can be one."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
 async def session() -> AsyncIterator[ClientSession]:
-    """An SDK client session with ``serve_app.py`` (``serve(..., transport="stdio")``)."""
+    """An SDK client session with ``serve_app.py`` (``serve(..., transport="stdio")``), one
+    for the module: its tests list the tools and call them, and no call changes the server."""
     params = StdioServerParameters(
         command=sys.executable, args=[SERVE_APP], env={"PYTHONPATH": str(REPO)}, cwd=str(REPO)
     )

@@ -24,7 +24,6 @@ import base64
 import sys
 import warnings
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +44,17 @@ RUN_TIMEOUT = 60.0
 SKIPPED: list[str] = []
 
 
-@asynccontextmanager
-async def outputs_server() -> AsyncIterator[ToolSet]:
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio, for the whole module: its tests share one loop, so one server serves them."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def tools() -> AsyncIterator[ToolSet]:
+    """The server's tools, one server for the module: it keeps nothing between calls, and
+    each test reads only the answers to its own calls (the tools refused at listing are in
+    ``SKIPPED``)."""
     pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from jianmu.mcp import MCPToolProvider
 
@@ -57,9 +65,9 @@ async def outputs_server() -> AsyncIterator[ToolSet]:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ToolUnavailableWarning)
-            tools = await ToolSet.from_providers([provider])
+            listed = await ToolSet.from_providers([provider])
         SKIPPED[:] = [str(w.message) for w in caught if w.category is ToolUnavailableWarning]
-        yield tools
+        yield listed
     finally:
         await provider.close()
 
@@ -76,9 +84,10 @@ async def _messages(tools: ToolSet, *names: str) -> dict[str, Message]:
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_media_that_is_not_base64_or_not_of_its_kind_is_described_not_carried() -> None:
-    async with outputs_server() as tools:
-        seen = await _messages(tools, "not_base64")
+async def test_media_that_is_not_base64_or_not_of_its_kind_is_described_not_carried(
+    tools: ToolSet,
+) -> None:
+    seen = await _messages(tools, "not_base64")
     message = seen["not_base64"]
     assert not message.media
     text = message.content or ""
@@ -89,29 +98,29 @@ async def test_media_that_is_not_base64_or_not_of_its_kind_is_described_not_carr
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
 async def test_media_past_the_bounds_of_a_result_are_described_not_carried(
-    monkeypatch: pytest.MonkeyPatch,
+    tools: ToolSet, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from jianmu.mcp import data
 
-    async with outputs_server() as tools:
-        seen = await _messages(tools, "many_images")
-        carried = seen["many_images"].media
-        assert len(carried) == data.MAX_MEDIA_PARTS < 30
-        assert all(base64.b64decode(p.data, validate=True)[:4] == b"\x89PNG" for p in carried)
-        assert (seen["many_images"].content or "").count("not shown") == 30 - len(carried)
-        one = len(carried[0].data)
-        monkeypatch.setattr(data, "MAX_MEDIA_CHARS", 3 * one)
-        seen = await _messages(tools, "many_images")
+    seen = await _messages(tools, "many_images")
+    carried = seen["many_images"].media
+    assert len(carried) == data.MAX_MEDIA_PARTS < 30
+    assert all(base64.b64decode(p.data, validate=True)[:4] == b"\x89PNG" for p in carried)
+    assert (seen["many_images"].content or "").count("not shown") == 30 - len(carried)
+    one = len(carried[0].data)
+    monkeypatch.setattr(data, "MAX_MEDIA_CHARS", 3 * one)
+    seen = await _messages(tools, "many_images")
     assert len(seen["many_images"].media) == 3
     assert (seen["many_images"].content or "").count("not shown") == 27
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_server_requests_are_refused_and_floods_and_depth_do_not_stop_the_run() -> None:
-    async with outputs_server() as tools:
-        seen = await _messages(
-            tools, "ask_model", "ask_user", "ask_roots", "log_flood", "deep_structured", "echo",
-        )
+async def test_server_requests_are_refused_and_floods_and_depth_do_not_stop_the_run(
+    tools: ToolSet,
+) -> None:
+    seen = await _messages(
+        tools, "ask_model", "ask_user", "ask_roots", "log_flood", "deep_structured", "echo",
+    )
     for name in ("ask_model", "ask_user", "ask_roots"):
         assert (seen[name].content or "").startswith(f"{name} refused: MCPError"), seen[name]
     assert seen["log_flood"].content == "log_flood answered: flooded"
@@ -120,12 +129,13 @@ async def test_server_requests_are_refused_and_floods_and_depth_do_not_stop_the_
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_an_output_schema_that_backtracks_or_reaches_out_holds_no_run() -> None:
-    async with outputs_server() as tools:
-        assert any("out__remote_output" in w and "output schema" in w
-                   and "does not point inside" in w for w in SKIPPED), SKIPPED
-        assert "out__remote_output" not in tools.names()
-        seen = await _messages(tools, "backtrack_output", "echo")
+async def test_an_output_schema_that_backtracks_or_reaches_out_holds_no_run(
+    tools: ToolSet,
+) -> None:
+    assert any("out__remote_output" in w and "output schema" in w
+               and "does not point inside" in w for w in SKIPPED), SKIPPED
+    assert "out__remote_output" not in tools.names()
+    seen = await _messages(tools, "backtrack_output", "echo")
     assert "does not match" in (seen["backtrack_output"].content or "")
     assert seen["echo"].content == "echo answered: echo"
 

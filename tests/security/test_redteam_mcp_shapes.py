@@ -16,7 +16,6 @@ import json
 import sys
 import warnings
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +32,16 @@ SERVER = Path(__file__).parent / "servers" / "shapes_server.py"
 RUN_TIMEOUT = 60.0
 
 
-@asynccontextmanager
-async def shapes_server() -> AsyncIterator[tuple[ToolSet, list[str]]]:
-    """The server's tools as a ToolSet, and the warnings its refused tools raised."""
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """asyncio, for the whole module: its tests share one loop, so one server serves them."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def shapes() -> AsyncIterator[tuple[ToolSet, list[str]]]:
+    """The server's tools as a ToolSet, and the warnings its refused tools raised: one server
+    for the module (it keeps nothing between calls; each test reads its own calls' answers)."""
     pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from jianmu.mcp import MCPToolProvider
 
@@ -61,57 +67,65 @@ async def _observations(tools: ToolSet, calls: list[dict[str, Any]]) -> dict[str
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_arguments_named_like_python_s_own_reach_the_server() -> None:
+async def test_arguments_named_like_python_s_own_reach_the_server(
+    shapes: tuple[ToolSet, list[str]],
+) -> None:
     sent = {"self": "a", "cls": "b", "args": "c", "kwargs": "d"}
-    async with shapes_server() as (tools, _):
-        seen = await _observations(tools, [
-            {"id": "c1", "name": "shapes__python_names", "arguments": dict(sent)},
-        ])
-        assert seen["c1"] == "python_names got " + json.dumps(sent, sort_keys=True)
-        direct = await tools.execute("shapes__python_names", {"self": "only"})
-        assert direct.ok and json.loads(direct.text.partition(" got ")[2]) == {"self": "only"}
+    tools, _ = shapes
+    seen = await _observations(tools, [
+        {"id": "c1", "name": "shapes__python_names", "arguments": dict(sent)},
+    ])
+    assert seen["c1"] == "python_names got " + json.dumps(sent, sort_keys=True)
+    direct = await tools.execute("shapes__python_names", {"self": "only"})
+    assert direct.ok and json.loads(direct.text.partition(" got ")[2]) == {"self": "only"}
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_a_schema_keyword_of_the_wrong_kind_is_refused_when_listed() -> None:
-    async with shapes_server() as (tools, skipped):
-        assert any("shapes__any_of_number" in w and "anyOf" in w for w in skipped), skipped
-        assert "shapes__any_of_number" not in tools.names()
-        seen = await _observations(tools, [
-            {"id": "c1", "name": "shapes__any_of_number", "arguments": {"x": "a"}},
-            {"id": "c2", "name": "shapes__echo", "arguments": {"text": "hi"}},
-        ])
-        assert "unknown tool" in seen["c1"] and "TypeError" not in seen["c1"]
-        assert seen["c2"] == 'echo got {"text": "hi"}'
+async def test_a_schema_keyword_of_the_wrong_kind_is_refused_when_listed(
+    shapes: tuple[ToolSet, list[str]],
+) -> None:
+    tools, skipped = shapes
+    assert any("shapes__any_of_number" in w and "anyOf" in w for w in skipped), skipped
+    assert "shapes__any_of_number" not in tools.names()
+    seen = await _observations(tools, [
+        {"id": "c1", "name": "shapes__any_of_number", "arguments": {"x": "a"}},
+        {"id": "c2", "name": "shapes__echo", "arguments": {"text": "hi"}},
+    ])
+    assert "unknown tool" in seen["c1"] and "TypeError" not in seen["c1"]
+    assert seen["c2"] == 'echo got {"text": "hi"}'
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_a_schema_holding_nan_or_infinity_is_refused_when_listed() -> None:
-    async with shapes_server() as (tools, skipped):
-        assert any("shapes__not_a_number" in w and "NaN" in w for w in skipped), skipped
-        assert "shapes__not_a_number" not in tools.names()
-        for tool in tools:  # what is offered to a model is JSON
-            json.dumps(tool.to_openai(), allow_nan=False)
-        seen = await _observations(tools, [
-            {"id": "c1", "name": "shapes__echo", "arguments": {"text": "hi"}},
-        ])
-        assert seen["c1"] == 'echo got {"text": "hi"}'
+async def test_a_schema_holding_nan_or_infinity_is_refused_when_listed(
+    shapes: tuple[ToolSet, list[str]],
+) -> None:
+    tools, skipped = shapes
+    assert any("shapes__not_a_number" in w and "NaN" in w for w in skipped), skipped
+    assert "shapes__not_a_number" not in tools.names()
+    for tool in tools:  # what is offered to a model is JSON
+        json.dumps(tool.to_openai(), allow_nan=False)
+    seen = await _observations(tools, [
+        {"id": "c1", "name": "shapes__echo", "arguments": {"text": "hi"}},
+    ])
+    assert seen["c1"] == 'echo got {"text": "hi"}'
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)
-async def test_a_huge_description_is_cut_and_the_tool_still_works() -> None:
+async def test_a_huge_description_is_cut_and_the_tool_still_works(
+    shapes: tuple[ToolSet, list[str]],
+) -> None:
     from jianmu.mcp.provider import MAX_DESCRIPTION
 
-    async with shapes_server() as (tools, _):
-        told = tools.get("shapes__long_told")
-        assert told is not None
-        offered = told.to_openai()["function"]["description"]
-        assert offered.startswith("Read this. xxx") and len(offered) <= MAX_DESCRIPTION + 100
-        assert "cut" in offered
-        seen = await _observations(tools, [
-            {"id": "c1", "name": "shapes__long_told", "arguments": {}},
-        ])
-        assert seen["c1"] == "long_told got {}"
+    tools, _ = shapes
+    told = tools.get("shapes__long_told")
+    assert told is not None
+    offered = told.to_openai()["function"]["description"]
+    assert offered.startswith("Read this. xxx") and len(offered) <= MAX_DESCRIPTION + 100
+    assert "cut" in offered
+    seen = await _observations(tools, [
+        {"id": "c1", "name": "shapes__long_told", "arguments": {}},
+    ])
+    assert seen["c1"] == "long_told got {}"
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 1)

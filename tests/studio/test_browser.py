@@ -15,9 +15,10 @@ import pytest
 from jianmu.studio import create_app
 from tests.support.studio import (
     chromium_problem,
-    make_driver,
+    reset_driver,
     script_errors,
     serve,
+    shared_driver,
     skip_or_fail,
     start_suspended,
     studio_sources,
@@ -30,14 +31,15 @@ WAIT_S = 60
 
 @pytest.fixture(scope="module")
 def driver() -> Iterator[Any]:
+    """The process's browser for this module, left as new for the next one at its end."""
     problem = chromium_problem()
     if problem is not None:
         skip_or_fail(problem)
-    made = make_driver()
+    made = shared_driver()
     try:
         yield made
     finally:
-        made.quit()
+        reset_driver(made)
 
 
 @pytest.fixture

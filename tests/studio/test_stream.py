@@ -180,7 +180,7 @@ def test_a_long_live_run_is_sent_as_changes_not_whole_each_time(
     from jianmu.nodes import AgentState, create_react_node
     from jianmu.studio.app import _jsonable
 
-    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.001)
+    monkeypatch.setattr("jianmu.studio.app.POLL_S", 0.01)  # a turn takes longer: no busy loop
     turns = 50
     gates = [threading.Event() for _ in range(turns)]
 

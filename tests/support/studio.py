@@ -3,6 +3,7 @@ and headless Chromium (Debian's) driven by Selenium."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -146,6 +147,35 @@ def make_driver(width: int = 1200, height: int = 1400) -> Any:
     driver_path = shutil.which("chromedriver") or "/usr/bin/chromedriver"
     return webdriver.Chrome(options=options, service=Service(driver_path))
 
+
+
+_SHARED: list[Any] = []
+SIZE = (1200, 1400)
+
+
+def shared_driver() -> Any:
+    """One headless Chromium for the test process, handed to each browser module in turn
+    (starting one per module cost seconds each); a new one if it died. Quit at exit."""
+    if _SHARED:
+        try:
+            _SHARED[0].current_url  # noqa: B018 - asks the browser whether it still answers
+            return _SHARED[0]
+        except Exception:  # dead or stuck: a new one
+            _SHARED.clear()
+    made = make_driver(*SIZE)
+    _SHARED.append(made)
+    atexit.register(made.quit)
+    return made
+
+
+def reset_driver(driver: Any) -> None:
+    """Leave the shared browser as a new one would be for the next module: a blank page,
+    its window size, no cookies, no script errors left to read (the studio keeps nothing
+    else in the browser)."""
+    driver.get("about:blank")
+    driver.set_window_size(*SIZE)
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    script_errors(driver)  # read, so gone
 
 
 def long_run(checkpoints: Path, ticks: int = 1000, nodes: int = 200) -> str:

@@ -228,11 +228,28 @@ export function drawState(box, state, changed) {
 }
 
 // -- a node's details ------------------------------------------------------------------------
+// Chromium lays out a word of thousands of characters wrapped at any point (break-word) in
+// time that grows with its square: a node path of 50,000 characters froze the page for
+// seconds on a click. A <wbr> every 64 characters inside such words gives the lines places to
+// break; the text (copied, read) is the same.
+const LONG_WORD = /\S{65,}/gu;
+function appendBreakable(node, text) {
+  let at = 0;
+  for (const found of text.matchAll(LONG_WORD)) {
+    node.append(text.slice(at, found.index));
+    const pieces = found[0].match(/[\s\S]{1,64}/gu);  // whole code points, never half a pair
+    pieces.forEach((piece, i) => (i ? node.append(el("wbr"), piece) : node.append(piece)));
+    at = found.index + found[0].length;
+  }
+  node.append(text.slice(at));
+}
+
 function row(dl, term, value) {
   if (value === undefined || value === null || value === "" ||
       (Array.isArray(value) && !value.length)) return;
-  dl.append(el("dt", null, term), el("dd", null, Array.isArray(value) ? value.join(", ")
-                                                                       : value));
+  const dd = el("dd");
+  appendBreakable(dd, String(Array.isArray(value) ? value.join(", ") : value));
+  dl.append(el("dt", null, term), dd);
 }
 
 const CALL_KINDS = ["call", "result", "error", "ask", "decision", "guard", "model"];
