@@ -28,7 +28,7 @@ from py_trees.common import OneShotPolicy, ParallelPolicy, Status
 
 from jianmu.config import AppConfig
 from jianmu.runtime import AsyncNode, ReactiveRunner, RunStatus
-from tests.runtime._timed_diff import VirtualLoop, clock_is
+from tests.support.virtual_time import VirtualLoop, clock_is
 
 pytestmark = pytest.mark.anyio
 
