@@ -170,7 +170,10 @@ class ModelServer:
         """Serve on a free port; returns once the server accepts connections."""
         import uvicorn
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets whose proto says TCP,
+        # and the accepted ones inherit this one's; with 0, Nagle held each reply's body back
+        # for the client's delayed ACK, some 40 ms per request on a kept-alive connection
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
