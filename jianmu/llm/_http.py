@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -73,8 +75,12 @@ def http_client(sdk: Any, given: Any = None) -> Any:
     the hooks that mark what the server answered; or the client the user ``given``, the
     same hooks added to its own (once), so that it is resent and never resent as ours is."""
     if given is None:
-        return sdk.DefaultAsyncHttpxClient(event_hooks={"request": [_sending],
-                                                        "response": [_heard]})
+        options: dict[str, Any] = {"event_hooks": {"request": [_sending],
+                                                   "response": [_heard]}}
+        context = _ssl_context(sdk.DefaultAsyncHttpxClient)
+        if context is not None:
+            options["verify"] = context
+        return sdk.DefaultAsyncHttpxClient(**options)
     hooks = getattr(given, "event_hooks", None)
     if isinstance(hooks, dict):
         for name, hook in (("request", _sending), ("response", _heard)):
@@ -82,6 +88,27 @@ def http_client(sdk: Any, given: Any = None) -> Any:
                 hooks[name].append(hook)
         given.event_hooks = hooks
     return given
+
+
+def _ssl_context(client: type) -> Any:
+    """The SSL context the HTTP library of ``client`` builds by default (its CAs, the
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR`` it honours), built once per library and setting: each
+    default client would load the CA bundle again (some 30 ms of CPU for every provider and
+    every event loop a provider serves). None when the library builds none we can reuse."""
+    library = next((cls.__module__.split(".", 1)[0] for cls in client.__mro__
+                    if cls.__module__.split(".", 1)[0] in _HTTPX), None)
+    if library is None:
+        return None
+    return _context_for(library, os.environ.get("SSL_CERT_FILE"),
+                        os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.lru_cache(maxsize=8)
+def _context_for(library: str, cert_file: str | None, cert_dir: str | None) -> Any:
+    """The default SSL context of ``library`` under these trust settings (the key of the cache:
+    the library reads them from the environment as it builds the context)."""
+    create = getattr(importlib.import_module(library), "create_ssl_context", None)
+    return None if create is None else create()
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

@@ -19,3 +19,32 @@ def test_a_client_connecting_as_the_url_is_printed_is_not_refused() -> None:
             pass
     finally:
         listener.close()
+
+
+def test_connections_accepted_on_it_send_without_nagles_delay() -> None:
+    """asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP; a connection
+    accepted on the listener had proto 0, and each reply's body waited for the client's
+    delayed ACK (some 40 ms a request on a kept-alive connection)."""
+    import asyncio
+
+    listener = bind_listener("127.0.0.1", 0)
+    nodelay: list[int] = []
+
+    async def main() -> None:
+        seen = asyncio.Event()
+
+        def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            nodelay.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+            seen.set()
+
+        server = await asyncio.start_server(accepted, sock=listener)
+        async with server:
+            port = listener.getsockname()[1]
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            await seen.wait()
+            writer.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert nodelay and nodelay[0] != 0

@@ -9,6 +9,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -125,6 +126,30 @@ def test_a_users_own_http_client_carries_the_requests_and_is_left_open(api: str)
     assert len(seen) == 2
     # Jianmu's hooks are on it too: an answer that broke off was billed, and not asked again
     assert failed is LLMTransientError and len(server.requests) == 2
+
+
+def test_default_clients_share_one_ssl_context_per_trust_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    import certifi
+    import openai
+
+    from jianmu.llm._http import http_client
+
+    def context(client: Any) -> Any:
+        return client._transport._pool._ssl_context
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first, second = http_client(openai), http_client(openai)
+    assert context(first) is context(second)  # the CA bundle loaded once, not per client
+    assert context(first).verify_mode.name == "CERT_REQUIRED" and context(first).check_hostname
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(Path(certifi.where()).read_bytes())
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))  # still read from the environment
+    assert context(http_client(openai)) is not context(first)
+    mine = httpx2.AsyncClient()
+    assert http_client(openai, mine) is mine  # a user's own client keeps its own context
 
 
 def test_a_users_own_http_client_on_a_second_event_loop_is_a_clear_error() -> None:

@@ -29,10 +29,8 @@ from __future__ import annotations
 import asyncio
 import operator
 import random
-import selectors
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,68 +39,19 @@ from py_trees.behaviour import Behaviour
 from py_trees.blackboard import Blackboard
 from py_trees.common import ComparisonExpression, Status
 
-import jianmu.runtime.async_node as async_node_module
 from jianmu.config import AppConfig
 from jianmu.runtime.async_node import DEADLINE_SLACK, AsyncNode
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from tests.runtime._async_diff import composite, decorator
+from tests.support.virtual_time import T0, VirtualLoop, clock_is
 
 RUNNING, SUCCESS, FAILURE, INVALID = Status.RUNNING, Status.SUCCESS, Status.FAILURE, Status.INVALID
 POLL = 0.005
 CONFIG = AppConfig.model_validate({"runtime": {"poll_interval": POLL}})
-T0 = 1000.0
 SAME_INSTANT_CAP = 60
 """Changing ticks at one instant after which py_trees' loop is taken to go round for ever."""
 RUNNER_INSTANT_CAP = 200
 """Ticks of the runner at one instant after which it spins."""
-
-
-# -- a loop on virtual time -------------------------------------------------------------------
-class _JumpingSelector:
-    """The loop's selector: with nothing ready, jump the clock to the next timer."""
-
-    def __init__(self, real: selectors.BaseSelector, loop: VirtualLoop) -> None:
-        self._real, self._loop = real, loop
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        ready = self._real.select(0)
-        if ready or timeout == 0:
-            return ready
-        if timeout is None:  # nothing scheduled: only another thread could wake it
-            ready = self._real.select(5.0)
-            if not ready:
-                raise RuntimeError("the loop sleeps with no timer: the run hangs")
-            return ready
-        self._loop.now += timeout
-        return []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
-class VirtualLoop(asyncio.SelectorEventLoop):
-    """An event loop whose ``time()`` moves only to its next timer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.now = T0
-        self._selector = _JumpingSelector(self._selector, self)  # type: ignore[has-type]
-
-    def time(self) -> float:
-        return self.now
-
-
-@contextmanager
-def clock_is(monotonic: Callable[[], float]) -> Iterator[None]:
-    """py_trees' decorators (Timeout) and the runner's ticker read ``monotonic``."""
-    fake = types.SimpleNamespace(monotonic=monotonic)
-    saved = py_trees.decorators.time, async_node_module.time
-    py_trees.decorators.time = fake  # type: ignore[attr-defined]
-    async_node_module.time = fake  # type: ignore[attr-defined,assignment]
-    try:
-        yield
-    finally:
-        py_trees.decorators.time, async_node_module.time = saved  # type: ignore[attr-defined]
 
 
 # -- the world --------------------------------------------------------------------------------

@@ -64,7 +64,9 @@ async def test_a_renewal_refused_by_a_busy_store_is_tried_again(tmp_path: Path) 
         def renew(self, run_id: str, owner: str) -> bool:
             return watched(lambda: super(Busy, self).renew(run_id, owner))
 
-    store = Busy(db, lease_ttl=0.3)  # renewed every 0.1 s while the step goes on
+    # renewed every 0.1 s while the step goes on; the holder keeps the write lock until a
+    # renewal fails, so the busy timeout always runs out, at 0.5 s as at the default 5 s
+    store = Busy(db, lease_ttl=0.3, busy_timeout=0.5)
     runner, reached, opened = _gated(store, "long-step")
     going = asyncio.create_task(runner.run(timeout=120))
     try:

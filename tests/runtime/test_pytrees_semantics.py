@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import py_trees
@@ -27,6 +28,7 @@ from py_trees.common import OneShotPolicy, ParallelPolicy, Status
 
 from jianmu.config import AppConfig
 from jianmu.runtime import AsyncNode, ReactiveRunner, RunStatus
+from tests.support.virtual_time import VirtualLoop, clock_is
 
 pytestmark = pytest.mark.anyio
 
@@ -367,6 +369,21 @@ async def run_jianmu(
     return status, world.log, result.ticks
 
 
+def on_virtual_time(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    """``test`` run on `VirtualLoop`, its clock also py_trees' and the ticker's: where the
+    runner polls (a tree at rest re-entering py_trees' leaves, one spinning to ``max_ticks``),
+    the clock jumps to the poll instead of the test waiting it out. Nothing here reads a time
+    (a `Timeout` is never or at once; quiet is the runner asleep on its wake event)."""
+
+    def run() -> None:
+        with asyncio.Runner(loop_factory=VirtualLoop) as runner, \
+                clock_is(runner.get_loop().time):
+            runner.run(test())
+
+    run.__name__, run.__qualname__, run.__doc__ = test.__name__, test.__qualname__, test.__doc__
+    return run
+
+
 def kinds(spec: tuple[Any, ...]) -> list[str]:
     """Every composite (with its memory or policy) and decorator of a tree spec."""
     kind = spec[0]
@@ -382,6 +399,7 @@ def kinds(spec: tuple[Any, ...]) -> list[str]:
     return [own, *(k for child in spec[2] for k in kinds(child))]
 
 
+@on_virtual_time
 async def test_random_trees_match_py_trees() -> None:
     rng = random.Random(SEED)
     mismatches, seen, ends = [], set(), set()
@@ -401,6 +419,7 @@ async def test_random_trees_match_py_trees() -> None:
     assert ends == {"success", "failure", "unfinished", "spins"}
 
 
+@on_virtual_time
 async def test_random_trees_with_leaves_that_end_at_once_match_py_trees() -> None:
     """Leaves whose coroutine ends without waiting end in the tick that starts them, as sync
     leaves do: a priority selector re-entering such a condition before a running action
@@ -419,6 +438,7 @@ async def test_random_trees_with_leaves_that_end_at_once_match_py_trees() -> Non
     assert instant > TREES // 3  # most trees hold such a leaf
 
 
+@on_virtual_time
 async def test_deeper_random_trees_match_py_trees() -> None:
     """Deeper trees (three to six levels) hold more of what shallow ones rarely do:
     decorators over decorators, composites re-entering ended subtrees under running ones.
@@ -436,6 +456,7 @@ async def test_deeper_random_trees_match_py_trees() -> None:
     assert not mismatches, f"{len(mismatches)} of {TREES} differ; first: {mismatches[0]}"
 
 
+@on_virtual_time
 async def test_random_trees_of_plain_and_async_leaves_match_py_trees() -> None:
     """Plain py_trees leaves beside async ones, each leaf either kind: a plain leaf ended and
     re-entered starts anew (its ``initialise`` runs again), so the runner ticks it as

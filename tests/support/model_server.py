@@ -170,7 +170,10 @@ class ModelServer:
         """Serve on a free port; returns once the server accepts connections."""
         import uvicorn
 
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets whose proto says TCP,
+        # and the accepted ones inherit this one's; with 0, Nagle held each reply's body back
+        # for the client's delayed ACK, some 40 ms per request on a kept-alive connection
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
@@ -178,9 +181,43 @@ class ModelServer:
         failed: list[BaseException] = []
 
         class _Server(uvicorn.Server):
+            """uvicorn's server, stopped at once: its main loop looks at ``should_exit`` every
+            0.1 s and its shutdown sleeps 0.1 s then polls the connections every 0.1 s (some
+            0.2 s a server, a test's idle time)."""
+
+            loop: asyncio.AbstractEventLoop
+            stopping: asyncio.Event
+
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                self.loop, self.stopping = asyncio.get_running_loop(), asyncio.Event()
                 await super().startup(sockets=sockets)
                 ready.set()
+
+            async def main_loop(self) -> None:
+                ticks = asyncio.ensure_future(super().main_loop())
+                stop = asyncio.ensure_future(self.stopping.wait())
+                await asyncio.wait({ticks, stop}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (ticks, stop):
+                    task.cancel()
+
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                # uvicorn's steps, its waits on the connections and tasks in small ones
+                for server in self.servers:
+                    server.close()
+                for sock in sockets or []:
+                    sock.close()
+                for connection in list(self.server_state.connections):
+                    connection.shutdown()
+                state = self.server_state
+                try:
+                    async with asyncio.timeout(self.config.timeout_graceful_shutdown):
+                        while state.connections or state.tasks:
+                            await asyncio.sleep(0.002)
+                except TimeoutError:
+                    for task in state.tasks:
+                        task.cancel()
+                for server in self.servers:
+                    await server.wait_closed()
 
         config = uvicorn.Config(
             self._app(), log_level="error", lifespan="off", timeout_keep_alive=30,
@@ -207,7 +244,12 @@ class ModelServer:
         """Stop serving and wait for the server's thread to end."""
         if self._thread is None:
             return
-        self._server.should_exit = True
+        server = self._server
+        server.should_exit = True
+        try:
+            server.loop.call_soon_threadsafe(server.stopping.set)
+        except RuntimeError:  # its loop already closed: the thread is ending
+            pass
         self._thread.join(30)
         if self._thread.is_alive():
             raise RuntimeError("the model server did not stop")
