@@ -5,6 +5,7 @@ and an approved payment runs once."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -41,14 +42,26 @@ def test_two_resumes_at_the_same_moment_pay_once(project: Payments) -> None:
     assert project.paid() == ["paid 40"]
 
 
+def _point_of_the_payment(project: Payments, run_id: str) -> int:
+    """The point where the resuming process started the payment: it saves it just after the
+    payment has begun (as the tick that began it ends), so it is waited for."""
+    deadline = time.monotonic() + 120
+    while True:
+        code, out, err = project.jianmu("runs", "show", run_id, "--json")
+        assert code == 0, out + err
+        latest = json.loads(out)["points"][-1]
+        if "started: pay" in latest["label"]:
+            return int(latest["n"])
+        assert time.monotonic() < deadline, f"no point of the payment's start: {out}"
+        time.sleep(0.05)
+
+
 def test_a_fork_from_the_latest_point_waits_for_the_runs_owner(project: Payments) -> None:
     run_id = project.suspended()
     first = project.start("resume", run_id, "--approve", "pay_1", gated=True)
     try:
         project.wait_paying()
-        code, out, err = project.jianmu("runs", "show", run_id, "--json")
-        assert code == 0, out + err
-        latest = json.loads(out)["points"][-1]["n"]  # where the run's owner is now
+        latest = _point_of_the_payment(project, run_id)  # where the run's owner is now
         code, out, err = project.jianmu("runs", "fork", run_id, "--at", str(latest),
                                         "--non-interactive")
         assert code == 1, out + err
