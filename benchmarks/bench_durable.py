@@ -7,8 +7,9 @@
 3. Runs parked on an approval in one worker: resident memory per run, threads.
 4. pydantic-ai's `DBOSAgent` doing the same run, in its own process (DBOS is one per process).
 
-PostgreSQL is a private cluster (tests/support/postgres.py); without one the PostgreSQL parts
-print why and are skipped.
+PostgreSQL is a private cluster (tests/support/postgres.py), or the running server whose
+superuser URL ``JIANMU_BENCH_POSTGRES`` names (the bench's databases are created there and
+dropped after); without either the PostgreSQL parts print why and are skipped.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, LiteralString
 
 from benchmarks._durable_app import STEPS, make_engine
 from benchmarks._util import table, verdict
@@ -315,9 +316,51 @@ def compare(figures: dict[str, Any], ours: dict[str, tuple[float, float]], kind:
 
 
 # -- main ----------------------------------------------------------------------------------------
+class _Server:
+    """A running PostgreSQL server, reached by a superuser's URL: creates and drops databases
+    as `PostgresCluster` does, and drops those it created when closed."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.created: list[str] = []
+
+    def create_database(self, name: str) -> str:
+        """Create an empty database; its URL (the same user's)."""
+        self._execute("CREATE DATABASE {}", name)
+        self.created.append(name)
+        base, _, _ = self.admin_url.rpartition("/")
+        return f"{base}/{name}"
+
+    def drop_database(self, name: str) -> None:
+        """Drop database ``name``, ending its sessions."""
+        self._execute("DROP DATABASE IF EXISTS {} WITH (FORCE)", name)
+        if name in self.created:
+            self.created.remove(name)
+
+    def close(self) -> None:
+        for name in list(self.created):
+            self.drop_database(name)
+
+    def _execute(self, statement: LiteralString, name: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.admin_url, autocommit=True, connect_timeout=30) as conn:
+            conn.execute(sql.SQL(statement).format(sql.Identifier(name)))
+
+
 @contextmanager
 def postgres() -> Iterator[Any]:
-    """A private PostgreSQL cluster, or None (with the reason printed) when none can start."""
+    """The server ``JIANMU_BENCH_POSTGRES`` names, else a private PostgreSQL cluster, else None
+    (with the reason printed) when none can start."""
+    given = os.environ.get("JIANMU_BENCH_POSTGRES")
+    if given:
+        server = _Server(given)
+        try:
+            yield server
+        finally:
+            server.close()
+        return
     try:
         from tests.support.postgres import PostgresCluster, postgres_problem
     except ImportError as exc:
