@@ -23,13 +23,16 @@ from collections.abc import Sequence
 import jianmu._cli
 from tests.support.forked import ForkServer
 
-__all__ = ("DURABLE", "run_jianmu")
+__all__ = ("DURABLE", "MCP", "run_jianmu")
 
 CLI = ("jianmu.cli", *(f"jianmu._cli.{m.name}" for m in pkgutil.iter_modules(jianmu._cli.__path__)))
 """What every command imports: the CLI and its command modules."""
 
 DURABLE = ("jianmu.durable",)
 """What durable commands (``--app``, ``worker``) import besides the CLI: DBOS among it."""
+
+MCP = ("mcp.client.session", "mcp.client.stdio", "mcp.client.streamable_http", "jianmu.mcp")
+"""What commands that connect to MCP servers (``tools list --mcp``) import: the MCP SDK, ~1 s."""
 
 _STARTUP = ("PYTHON", "LC_", "LANG")
 """Prefixes of the variables Python reads when it starts: a server serves one set of them."""
