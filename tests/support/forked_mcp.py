@@ -19,7 +19,7 @@ from typing import Any
 
 from tests.support.forked import ForkServer
 
-__all__ = ("start_server",)
+__all__ = ("fork_server", "start_server")
 
 SDK = (
     "mcp.server.mcpserver", "mcp.server.lowlevel", "mcp.server.streamable_http_manager",
@@ -39,7 +39,7 @@ def start_server(args: Sequence[str], *, env: Mapping[str, str],
                  cwd: str | os.PathLike[str]) -> Any:
     """``python ARGS`` in ``cwd`` with ``env``, its output thrown away; a `subprocess.Popen`
     or a `tests.support.forked.ForkedProcess` (the same ``poll``, ``wait``, ``kill``)."""
-    server = _fork_server(env)
+    server = fork_server(env)
     if server is None:
         return subprocess.Popen([sys.executable, *args], env=dict(env), cwd=cwd,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -51,7 +51,7 @@ def start_server(args: Sequence[str], *, env: Mapping[str, str],
         os.close(devnull)  # the child holds its own copy
 
 
-def _fork_server(env: Mapping[str, str]) -> ForkServer | None:
+def fork_server(env: Mapping[str, str]) -> ForkServer | None:
     """The server for this startup environment (``PYTHONPATH`` among it); started at first use."""
     key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(_STARTUP)))
     with _starting:

@@ -22,11 +22,12 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from tests.support.forked import ForkServer
-from tests.support.forked_mcp import SDK
+from tests.support.forked_mcp import fork_server
 
-__all__ = ("stdio_command",)
+__all__ = ("stdio_command", "stdio_kwargs")
 
 LAUNCHER = str(Path(__file__).with_name("_stdio_launcher.py"))
 
@@ -46,13 +47,18 @@ def stdio_command(*args: str) -> tuple[str, list[str]]:
     return sys.executable, ["-I", "-S", LAUNCHER, path, *args]
 
 
+def stdio_kwargs(*args: str) -> dict[str, Any]:
+    """`stdio_command` as ``command=`` and ``args=`` keywords (`MCPClient`, `MCPToolProvider`)."""
+    command, argv = stdio_command(*args)
+    return {"command": command, "args": argv}
+
+
 def _start() -> str | None:
-    try:
-        server = ForkServer(SDK)
-    except (OSError, RuntimeError):
-        return None
-    atexit.register(server.close)
-    if not server.quiet:
+    repo = str(Path(__file__).resolve().parents[2])  # a server importing jianmu gets ours
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        filter(None, [repo, os.environ.get("PYTHONPATH")])))
+    server = fork_server(env)  # the HTTP servers' one (tests.mcp.helpers.child_env's startup)
+    if server is None:
         return None
     folder = tempfile.mkdtemp(prefix="jianmu-stdio-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
