@@ -3,7 +3,8 @@ process's `tests.support.forked_stdio` relay, on this process's stdin, stdout an
 
 Standard library only, and no site: it starts in a few milliseconds. It hands its three
 descriptors over, keeps none of stdin and stdout (so their ends are the server's alone),
-forwards SIGTERM and SIGINT to the server, and exits as the server did.
+forwards SIGTERM and SIGINT to the server, and exits as the server did (the relay kills the
+server if this process is killed).
 """
 
 import json

@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.support.forked import ForkServer
+from tests.support.forked import ForkedProcess, ForkServer
 from tests.support.forked_mcp import fork_server
 
 __all__ = ("stdio_command", "stdio_kwargs")
@@ -90,5 +90,14 @@ def _serve(connection: socket.socket, server: ForkServer) -> None:
                 os.close(fd)
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):  # the launcher or server gone
             connection.send(json.dumps({"pid": process.pid}).encode())
+            threading.Thread(target=_end_with, args=(connection, process), daemon=True).start()
             code = process.wait()
             connection.send(json.dumps({"code": code}).encode())
+
+
+def _end_with(connection: socket.socket, process: ForkedProcess) -> None:
+    """(a thread) SIGKILL the server once its launcher is gone: a client that killed the
+    launcher's group (the SDK's last resort) would else wait for the server's stdout forever."""
+    with contextlib.suppress(OSError):
+        connection.recv(1)  # the launcher sends nothing: this returns when it ends
+    process.kill()
