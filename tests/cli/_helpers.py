@@ -53,18 +53,19 @@ class Project:
 
     def jianmu(self, *args: str, stdin: str | None = None, config: bool = True,
                timeout: float = 90, env: dict[str, str] | None = None,
-               without: Sequence[str] = ()) -> Done:
+               without: Sequence[str] = (), preload: Sequence[str] = ()) -> Done:
         """Run ``jianmu ARGS --config CONFIG`` here; ``stdin`` is piped in (else empty).
 
         ``without`` names packages (top-level import names) that the process cannot import,
-        as if their extra were not installed.
+        as if their extra were not installed. ``preload`` names modules the process finds
+        imported already (`tests.support.forked_cli.MCP` for commands that connect to MCP).
         """
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
         clean.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO), **(env or {}))
         extra = ["--config", str(self.config)] if config else []
         if not without:
             done = run_jianmu([*args, *extra], cwd=self.root, env=clean, input=stdin,
-                              timeout=timeout)
+                              timeout=timeout, preload=preload)
             return Done(done.returncode, done.stdout, done.stderr)
         done = subprocess.run(
             [sys.executable, "-c", WITHOUT.format(list(without)), *args, *extra], cwd=self.root,

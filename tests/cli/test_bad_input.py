@@ -20,6 +20,7 @@ from tests.cli._helpers import (
     make_config,
     pending_of,
 )
+from tests.support.forked_cli import MCP
 
 APPROVAL_FLOW = str(REPO / "examples" / "approval_flow.py")
 
@@ -382,10 +383,12 @@ def test_an_mcp_server_that_prints_to_stdout_is_one_line_not_a_traceback(
 ) -> None:
     """A stdio server that prints a banner to stdout (a common slip) made the MCP SDK log
     "Failed to parse JSONRPC message from server" with a pydantic traceback under the error."""
-    server = project.write("chatty.py", "import time\nprint('Server ready!')\ntime.sleep(2)\n")
+    # it ends once the client's first request came (the banner read or not): no fixed wait
+    server = project.write("chatty.py", "import sys\nprint('Server ready!', flush=True)\n"
+                           "sys.stdin.readline()\n")
     make_config(project.root, f"mcp:\n  servers:\n    chatty:\n      command: {sys.executable}\n"
                 f"      args: [{str(server)!r}]\n      connect_timeout: 10\n")
-    done = project.jianmu("tools", "show", "chatty__x")
+    done = project.jianmu("tools", "show", "chatty__x", preload=MCP)
     assert_clean_error(done, 2, "MCP server 'chatty'")
     assert "Traceback" not in done.err and "pydantic" not in done.err, done.err
     assert "'Server ready!'" in done.err and "not JSON-RPC" in done.err, done.err

@@ -14,6 +14,7 @@ import pytest
 from jianmu._cli.info import to_dot, to_mermaid
 from jianmu.tools.providers import DEFAULT_BUILTINS
 from tests.cli._helpers import REPO, SHIPPED_SKILLS, Project, assert_clean_error
+from tests.support.forked_cli import MCP
 
 BROKEN_SKILL = "---\nname: broken\ndescription: d\nexecution: bt\ntools: [nosuch]\n---\nbody\n"
 GOOD_SKILL = "---\nname: notes\ndescription: Take notes. Keep them short.\n---\n# Notes\nWrite.\n"
@@ -186,15 +187,16 @@ def test_tools_list_and_show_with_the_configs_mcp_servers(project: Project) -> N
     ), encoding="utf-8")
     plain = project.jianmu("tools", "list")
     assert "weather__" not in plain.out  # only --mcp connects
-    done = project.jianmu("tools", "list", "--mcp")
+    done = project.jianmu("tools", "list", "--mcp", preload=MCP)
     assert done.code == 0, done.text
     assert re.search(r"│ weather__get_forecast +│ read +│ auto +│ yes +│ Forecast for", done.out)
     assert re.search(r"│ weather__delete_station +│ dangerous +│ user_confirm +│ no +│", done.out)
     assert "MCP server 'dead' skipped" in done.out and "│ calculator " in done.out
-    shown = project.jianmu("tools", "show", "weather__get_forecast", "--format", "mcp")
+    shown = project.jianmu("tools", "show", "weather__get_forecast", "--format", "mcp",
+                           preload=MCP)
     assert shown.code == 0, shown.text
     assert json.loads(shown.out)["annotations"]["readOnlyHint"] is True
-    assert_clean_error(project.jianmu("tools", "show", "weather__nope"), 2,
+    assert_clean_error(project.jianmu("tools", "show", "weather__nope", preload=MCP), 2,
                        "no MCP tool named 'weather__nope'", "weather__get_forecast")
 
 
@@ -246,7 +248,7 @@ def test_tools_list_mcp_server_shows_the_guards_view_of_each_tool(project: Proje
         "guard:\n  tool_policy:\n    weather__echo: allow\n    weather__delete_station: deny\n"
         "  rate_limits:\n    weather__get_forecast: 5\n"
     ), encoding="utf-8")
-    done = project.jianmu("tools", "list", "--mcp", "weather")
+    done = project.jianmu("tools", "list", "--mcp", "weather", preload=MCP)
     assert done.code == 0, done.text
     assert "MCP server weather (trust: read_only)" in done.out
     assert "calculator" not in done.out and "other" not in done.out  # that server only
@@ -261,7 +263,7 @@ def test_tools_list_mcp_server_shows_the_guards_view_of_each_tool(project: Proje
     assert rows["weather__delete_station"][2:4] == ["denied", "destructive"]
     assert_clean_error(project.jianmu("tools", "list", "--mcp", "nosuch"), 2,
                        "--mcp nosuch: no such server in mcp.servers (configured: weather, other)")
-    assert_clean_error(project.jianmu("tools", "list", "--mcp", "other"), 1,
+    assert_clean_error(project.jianmu("tools", "list", "--mcp", "other", preload=MCP), 1,
                        "MCP server 'other' skipped")
 
 
@@ -275,7 +277,7 @@ def test_tools_list_mcp_names_a_servers_skipped_tools_in_its_notes(project: Proj
         f"      args: [{server}]\n"
     ), encoding="utf-8")
     for command in (["tools", "list", "--mcp", "sloppy"], ["tools", "list", "--mcp"]):
-        done = project.jianmu(*command)
+        done = project.jianmu(*command, preload=MCP)
         assert done.code == 0, done.text
         assert "sloppy__good_one" in done.out and "sloppy__good_two" in done.out
         assert "schema_string" in done.out and "not a valid MCP tool" in done.out

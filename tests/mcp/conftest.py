@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from tests.mcp.helpers import REPO, HttpServer, child_env, wait_for_port
+from tests.support.forked_mcp import start_server
 
 EVERYTHING = "@modelcontextprotocol/server-everything"
 FILESYSTEM = "@modelcontextprotocol/server-filesystem"
@@ -21,14 +21,12 @@ FILESYSTEM = "@modelcontextprotocol/server-filesystem"
 
 @pytest.fixture
 def http_server() -> Iterator[HttpServer]:
-    """Start ``python SCRIPT ARGS... http PORT`` and wait until it listens; killed at the end."""
+    """Start ``python SCRIPT ARGS... http PORT`` (forked with the SDK imported: `start_server`)
+    and wait until it listens; killed at the end."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(script_args: list[str], port: int) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(
-            [sys.executable, *script_args, "http", str(port)],
-            env=child_env(), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+    def start(script_args: list[str], port: int) -> subprocess.Popen[bytes]:  # or ForkedProcess
+        proc = start_server([*script_args, "http", str(port)], env=child_env(), cwd=REPO)
         started.append(proc)
         wait_for_port(port, proc)
         return proc

@@ -152,8 +152,10 @@ def test_dropped_after_asyncio_run_ended_warns_and_leaves_no_server(
 
 @pytest.mark.parametrize("args", [[WEATHER, "stdio"], ["-c", DEAF]], ids=["plain", "deaf"])
 def test_dropped_while_its_loop_is_stopped_stops_the_server(
-    args: list[str], loop_errors: list[logging.LogRecord],
+    args: list[str], loop_errors: list[logging.LogRecord], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if args[0] == "-c":  # it ignores SIGTERM for good: the grace before SIGKILL waits for nothing
+        monkeypatch.setattr("jianmu.mcp._dropped._TERM_SECONDS", 0.05)
     # run_sync()'s loop between two runs: stopped, not closed; nothing runs on it now
     loop = asyncio.new_event_loop()
     try:

@@ -35,18 +35,24 @@ from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.calls import MediaPart, ToolOutput
 from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import WEATHER, HttpServer, free_port
+from tests.support.forked_stdio import stdio_kwargs
 
 SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def weather(**kwargs: Any) -> MCPToolProvider:
+def weather(*, cold: bool = False, **kwargs: Any) -> MCPToolProvider:
+    """The weather server over stdio: forked with the SDK imported (`stdio_kwargs`), or,
+    ``cold``, started as ``python weather_server.py`` (tests of the server's own process)."""
     kwargs.setdefault("timeout", 20)
-    return MCPToolProvider("weather", command=sys.executable, args=[WEATHER, "stdio"], **kwargs)
+    started = ({"command": sys.executable, "args": [WEATHER, "stdio"]} if cold
+               else stdio_kwargs(WEATHER, "stdio"))
+    return MCPToolProvider("weather", **started, **kwargs)
 
 
 @pytest.fixture
 async def stdio_tools() -> AsyncIterator[tuple[MCPToolProvider, ToolSet]]:
-    provider = weather(trust="all")  # its hints believed: the mapping of each hint shows
+    # cold: two of its tests kill the server's process
+    provider = weather(trust="all", cold=True)  # its hints believed: each hint's mapping shows
     toolset = await ToolSet.from_providers([provider])
     try:
         yield provider, toolset
@@ -549,7 +555,7 @@ async def test_initialize_can_be_retried_once_the_server_is_up(http_server: Http
 @pytest.mark.anyio
 async def test_stderr_without_a_file_descriptor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # e.g. a notebook or captured output
-    provider = weather()
+    provider = weather(cold=True)  # the server's stderr, as the SDK gives it
     toolset = await ToolSet.from_providers([provider])
     try:
         assert (await toolset.execute("weather__echo", {"text": "quiet"})).output == "quiet"

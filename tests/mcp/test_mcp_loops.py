@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 from typing import Any
 
 import anyio
@@ -22,6 +21,7 @@ from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import WEATHER, HttpServer, free_port
+from tests.support.forked_stdio import stdio_kwargs
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -49,7 +49,7 @@ def test_closing_from_another_loop_after_run_sync_stops_the_server() -> None:
     """The session lives on ``run_sync()``'s loop, which is stopped between runs: a close
     from ``asyncio.run`` handed its shutdown to that loop and waited forever."""
     provider = MCPToolProvider(
-        "weather", command=sys.executable, args=[WEATHER, "stdio"], trust="all", timeout=20
+        "weather", **stdio_kwargs(WEATHER, "stdio"), trust="all", timeout=20
     )
 
     async def listed() -> ToolSet:

@@ -3,7 +3,6 @@ and, where npm can install it, the official ``@modelcontextprotocol/server-every
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 
@@ -18,6 +17,7 @@ from jianmu.runtime.context import RunContext
 from jianmu.skills.node import connect_mcp_tools
 from jianmu.tools.registry import ToolSet
 from tests.mcp.helpers import HERE, NOTES
+from tests.support.forked_stdio import stdio_kwargs
 
 DOCS_ONLY = str(HERE / "servers" / "docs_only_server.py")
 
@@ -32,7 +32,7 @@ def anyio_backend() -> str:
 async def notes() -> AsyncIterator[MCPClient]:
     """One notes server for the module: its tests list and read, and nothing they do changes
     what it serves."""
-    client = MCPClient(command=sys.executable, args=[NOTES, "stdio"], name="notes", timeout=20)
+    client = MCPClient(**stdio_kwargs(NOTES, "stdio"), name="notes", timeout=20)
     try:
         yield client
     finally:
@@ -88,7 +88,7 @@ def test_template_patterns() -> None:
 
 @pytest.mark.anyio
 async def test_skill_runs_get_the_resource_tools_without_approval() -> None:
-    server = MCPServerConfig(command=sys.executable, args=[NOTES, "stdio"], timeout=20)
+    server = MCPServerConfig(**stdio_kwargs(NOTES, "stdio"), timeout=20)
     ctx = RunContext(config=AppConfig(mcp=MCPConfig(servers={"notes": server})))
     executor = ToolExecutor()
     try:
@@ -147,7 +147,7 @@ async def test_official_everything_server(everything_bin: str) -> None:
 async def test_a_server_of_resources_only_has_no_tools_and_its_resources_are_read() -> None:
     """It declares no ``tools`` capability and refuses ``tools/list``: that failed the whole
     provider, so a skill naming the server could not run even its resource tools."""
-    provider = MCPToolProvider("docs", command=sys.executable, args=[DOCS_ONLY], timeout=20)
+    provider = MCPToolProvider("docs", **stdio_kwargs(DOCS_ONLY), timeout=20)
     try:
         assert (await ToolSet.from_providers([provider])).names() == []
         tools = ToolSet(resource_tools({"docs": provider.client}))

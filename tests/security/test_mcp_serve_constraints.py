@@ -10,7 +10,6 @@ Driven as a client would: the real ``jianmu mcp serve`` process over stdio, the 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.cli._helpers import REPO, SHIPPED_SKILLS, Project, make_config
+from tests.support.forked_stdio import stdio_kwargs
 
 mcp = pytest.importorskip("mcp")
 
@@ -41,10 +41,9 @@ def project(tmp_path: Path) -> Project:
 async def served(project: Project, config: Path) -> AsyncIterator[Any]:
     from mcp.client.stdio import stdio_client
 
-    params = mcp.StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "jianmu.cli", "mcp", "serve", "--skills-dir", str(SHIPPED_SKILLS),
-              "--config", str(config)],
+    params = mcp.StdioServerParameters(  # forked with the MCP SDK imported (forked_stdio)
+        **stdio_kwargs("-m", "jianmu.cli", "mcp", "serve", "--skills-dir", str(SHIPPED_SKILLS),
+                       "--config", str(config)),
         env={"PYTHONPATH": str(REPO)}, cwd=str(project.root),
     )
     async with stdio_client(params) as (read, write), mcp.ClientSession(read, write) as session:

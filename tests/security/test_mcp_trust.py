@@ -9,6 +9,7 @@ on disk.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from jianmu.mcp import MCPToolProvider, providers_from_config
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.registry import ToolSet
+from tests.support.forked_stdio import stdio_command
 
 pytestmark = pytest.mark.anyio
 SERVER = Path(__file__).parent / "servers" / "trust_server.py"
@@ -54,10 +56,11 @@ RunCalls = Callable[..., Awaitable[Run]]
 
 def config_for(tmp_path: Path, marks: Path, *, trust: str | None, extra: str = "") -> AppConfig:
     trust_line = f"      trust: {trust}\n" if trust is not None else ""
+    command, args = stdio_command(str(SERVER), str(marks))  # forked with the SDK imported
     return parse_config(
         f"execution:\n  workdir: {tmp_path / 'ws'}\n{extra}"
-        f"mcp:\n  servers:\n    trusty:\n      command: {sys.executable}\n"
-        f"      args: [{SERVER}, {marks}]\n{trust_line}"
+        f"mcp:\n  servers:\n    trusty:\n      command: {command}\n"
+        f"      args: {json.dumps(args)}\n{trust_line}"
     )
 
 

@@ -21,7 +21,6 @@ A real server over stdio (tests/security/servers/outputs_server.py), its tools c
 from __future__ import annotations
 
 import base64
-import sys
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,6 +34,7 @@ from jianmu.llm.messages import Message
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
 from jianmu.tools.registry import ToolSet
+from tests.support.forked_stdio import stdio_kwargs
 
 pytestmark = pytest.mark.anyio
 SERVER = Path(__file__).parent / "servers" / "outputs_server.py"
@@ -59,7 +59,7 @@ async def tools() -> AsyncIterator[ToolSet]:
     from jianmu.mcp import MCPToolProvider
 
     provider = MCPToolProvider(
-        "out", command=sys.executable, args=[str(SERVER)], trust="read_only",
+        "out", **stdio_kwargs(str(SERVER)), trust="read_only",
         timeout=RUN_TIMEOUT,
     )
     try:
@@ -145,7 +145,7 @@ async def test_a_result_is_checked_against_its_output_schema_in_linear_time() ->
     pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from jianmu.mcp import MCPClient
 
-    async with MCPClient(command=sys.executable, args=[str(SERVER)], name="out",
+    async with MCPClient(**stdio_kwargs(str(SERVER)), name="out",
                          timeout=RUN_TIMEOUT) as client:
         await client.list_tools()
         with pytest.raises(MCPError, match="does not match"):

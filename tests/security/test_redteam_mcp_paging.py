@@ -10,12 +10,12 @@ over stdio (tests/security/servers/paging_server.py).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from jianmu.errors import MCPError
+from tests.support.forked_stdio import stdio_kwargs
 
 pytestmark = pytest.mark.anyio
 SERVER = Path(__file__).parent / "servers" / "paging_server.py"
@@ -28,7 +28,7 @@ async def test_an_endless_listing_stops_with_a_clear_error() -> None:
     from jianmu.mcp import MCPClient
     from jianmu.mcp.data import MAX_LISTED
 
-    async with MCPClient(command=sys.executable, args=[str(SERVER)], name="paging",
+    async with MCPClient(**stdio_kwargs(str(SERVER)), name="paging",
                          timeout=TIMEOUT, connect_timeout=TIMEOUT) as client:
         with pytest.raises(MCPError, match=f"more than {MAX_LISTED:,}") as refused:
             await client.list_tools()
@@ -42,7 +42,7 @@ async def test_a_listing_is_bounded_by_connect_timeout_whatever_its_pages() -> N
     pytest.importorskip("mcp", reason="the mcp extra is not installed")
     from jianmu.mcp import MCPClient
 
-    async with MCPClient(command=sys.executable, args=[str(SERVER), "slow"], name="paging",
+    async with MCPClient(**stdio_kwargs(str(SERVER), "slow"), name="paging",
                          timeout=TIMEOUT, connect_timeout=3) as client:
         with pytest.raises(MCPError, match="within 3s") as refused:
             await client.list_tools()

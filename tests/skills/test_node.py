@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from jianmu.nodes import AgentState
 from jianmu.skills import SkillCatalog
 from jianmu.skills.node import SkillNode, SkillNodeConfig, merge_skill_constraints
 from jianmu.tools import tool
+from tests.support.forked_stdio import stdio_command
 
 pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parents[2]
@@ -277,11 +277,12 @@ async def test_seed_messages_and_history_limit(tmp_path: Path) -> None:
 
 async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> None:
     server = REPO / "tests" / "mcp" / "servers" / "weather_server.py"
+    command, args = stdio_command(str(server))  # forked with the MCP SDK imported
     make_skill(tmp_path, "forecaster", "tools: [weather__get_forecast]\n")
     cfg = parse_config(  # trusted for read-only tools: get_forecast runs without asking
         f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
-        f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
-        f"      args: [{server}]\n      trust: read_only\n"
+        f"mcp:\n  servers:\n    weather:\n      command: {command}\n"
+        f"      args: {json.dumps(args)}\n      trust: read_only\n"
     )
     llm = ScriptedLLM([
         [{"name": "weather__get_forecast", "arguments": {"city": "Oslo"}}],
@@ -300,12 +301,13 @@ async def test_skill_uses_tools_of_a_configured_mcp_server(tmp_path: Path) -> No
 
 async def test_suspended_skill_with_mcp_tools_resumes_in_a_new_runner(tmp_path: Path) -> None:
     server = REPO / "tests" / "mcp" / "servers" / "weather_server.py"
+    command, args = stdio_command(str(server))  # forked with the MCP SDK imported
     make_skill(tmp_path, "forecaster", "tools: [weather]\nconstraints:\n  guard:\n"
                "    tool_policy:\n      weather__get_forecast: confirm\n")
     cfg = parse_config(
         f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
-        f"mcp:\n  servers:\n    weather:\n      command: {sys.executable}\n"
-        f"      args: [{server}]\n"
+        f"mcp:\n  servers:\n    weather:\n      command: {command}\n"
+        f"      args: {json.dumps(args)}\n"
     )
 
     def build(*script: Any) -> tuple[SkillNode, ScriptedLLM]:

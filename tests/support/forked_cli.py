@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import jianmu._cli
 from tests.support.forked import ForkServer
 
-__all__ = ("DURABLE", "run_jianmu")
+__all__ = ("DURABLE", "MCP", "run_jianmu")
 
 CLI = ("jianmu.cli", *(f"jianmu._cli.{m.name}" for m in pkgutil.iter_modules(jianmu._cli.__path__)))
 """What every command imports: the CLI and its command modules."""
@@ -37,6 +37,9 @@ DURABLE = ("jianmu.durable", "jianmu.durable.engine", "jianmu.durable._workflow"
 drivers, and what a durable app's trees import. ``jianmu.durable`` imports DBOS only when a
 command reaches the database, so it is named here: each command would otherwise spend ~0.5 s of
 CPU importing it."""
+
+MCP = ("mcp.client.session", "mcp.client.stdio", "mcp.client.streamable_http", "jianmu.mcp")
+"""What commands that connect to MCP servers (``tools list --mcp``) import: the MCP SDK, ~1 s."""
 
 _STARTUP = ("PYTHON", "LC_", "LANG")
 """Prefixes of the variables Python reads when it starts: a server serves one set of them."""
