@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import os
 import signal
 import time
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.forked import ForkServer
+from tests.support.forked import ForkServer, shared_server
 
 HERE = Path(__file__).resolve().parent.parent / "durable"
 ROOT = HERE.parent.parent
@@ -27,17 +26,14 @@ PRELOAD = (
 """What every worker of the test app imports (``worker.py`` and ``jianmu worker``), and
 nothing that reads a worker's settings (`durable_app` does: each worker imports it itself)."""
 
-_forks: list[ForkServer] = []  # this test process's fork server, started at its first worker
-
-
 def fork_server() -> ForkServer:
-    """The fork server of this test process, pre-imported with `PRELOAD`."""
-    if not _forks:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), env.get("PYTHONPATH", "")])
-        _forks.append(ForkServer(PRELOAD, env=env, cwd=ROOT))
-        atexit.register(_forks[0].close)
-    return _forks[0]
+    """This test process's fork server pre-imported with `PRELOAD` (the test app's folder on
+    its path)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), env.get("PYTHONPATH", "")])
+    server = shared_server(PRELOAD, env)
+    assert server is not None, "the durable workers' fork server did not start"
+    return server
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 120.0, what: str = "") -> Any:

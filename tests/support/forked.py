@@ -21,6 +21,7 @@ Run as ``forked.py FD MODULE[:NAME,...]...`` it is the server, speaking JSON ove
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -35,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ("ForkServer", "ForkedProcess")
+__all__ = ("ForkServer", "ForkedProcess", "shared_server")
 
 _MESSAGE = 1 << 20
 
@@ -215,6 +216,38 @@ class ForkServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+_STARTUP = ("PYTHON", "LC_", "LANG")
+"""Prefixes of the variables Python reads when it starts: a server serves one set of them."""
+
+_shared: dict[tuple[object, ...], ForkServer | None] = {}
+_starting = threading.Lock()  # tests start processes from several threads at once
+
+
+def shared_server(preload: Sequence[str], env: Mapping[str, str]) -> ForkServer | None:
+    """This test process's server of ``preload`` for the startup variables of ``env`` (each
+    set its own), started at first use and stopped at exit; None where none can run or its
+    imports printed anything (a warning each cold start would print): start the process
+    plainly then."""
+    startup = {k: v for k, v in env.items() if k.startswith(_STARTUP)}
+    key = (tuple(sorted(startup.items())), tuple(preload))
+    with _starting:
+        if key not in _shared:
+            _shared[key] = _start_shared(startup, tuple(preload))
+        server = _shared[key]
+    return server if server is not None and server.alive else None
+
+
+def _start_shared(startup: dict[str, str], preload: tuple[str, ...]) -> ForkServer | None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_STARTUP)}
+    env.update(startup)
+    try:
+        server = ForkServer(preload, env=env)
+    except (OSError, RuntimeError):
+        return None
+    atexit.register(server.close)
+    return server if server.quiet else None
 
 
 def _text(file: IO[bytes]) -> str:

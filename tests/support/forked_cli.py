@@ -12,16 +12,14 @@ too), the command runs as a plain subprocess.
 
 from __future__ import annotations
 
-import atexit
 import os
 import pkgutil
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 
 import jianmu._cli
-from tests.support.forked import ForkServer
+from tests.support.forked import shared_server
 
 __all__ = ("DURABLE", "MCP", "run_jianmu")
 
@@ -41,13 +39,6 @@ CPU importing it."""
 MCP = ("mcp.client.session", "mcp.client.stdio", "mcp.client.streamable_http", "jianmu.mcp")
 """What commands that connect to MCP servers (``tools list --mcp``) import: the MCP SDK, ~1 s."""
 
-_STARTUP = ("PYTHON", "LC_", "LANG")
-"""Prefixes of the variables Python reads when it starts: a server serves one set of them."""
-
-_servers: dict[tuple[object, ...], ForkServer | None] = {}
-_starting = threading.Lock()  # tests run commands from several threads at once
-
-
 def run_jianmu(args: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[str, str],
                input: str | None = None, timeout: float = 90,
                preload: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
@@ -55,7 +46,7 @@ def run_jianmu(args: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[st
 
     ``preload`` names more modules for the server to import (`DURABLE` for durable commands).
     """
-    server = _server(env, tuple(preload))
+    server = shared_server((*CLI, *preload), env)
     if server is None:
         return subprocess.run(
             [sys.executable, "-m", "jianmu.cli", *args], cwd=cwd, env=env,
@@ -64,24 +55,3 @@ def run_jianmu(args: Sequence[str], *, cwd: str | os.PathLike[str], env: dict[st
     return server.run(["-m", "jianmu.cli", *args], env=env, cwd=os.path.abspath(cwd),
                       input=input, timeout=timeout)
 
-
-def _server(env: dict[str, str], preload: tuple[str, ...]) -> ForkServer | None:
-    """The server for this startup environment and these modules; started at first use."""
-    startup = {k: v for k, v in env.items() if k.startswith(_STARTUP)}
-    key = (tuple(sorted(startup.items())), preload)
-    with _starting:
-        if key not in _servers:
-            _servers[key] = _start(startup, preload)
-        server = _servers[key]
-    return server if server is not None and server.alive else None
-
-
-def _start(startup: dict[str, str], preload: tuple[str, ...]) -> ForkServer | None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_STARTUP)}
-    env.update(startup)
-    try:
-        server = ForkServer((*CLI, *preload), env=env)
-    except (OSError, RuntimeError):
-        return None
-    atexit.register(server.close)
-    return server if server.quiet else None

@@ -9,15 +9,13 @@ server can run (or its imports printed anything), it is a plain `subprocess.Pope
 
 from __future__ import annotations
 
-import atexit
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tests.support.forked import ForkServer
+from tests.support.forked import ForkServer, shared_server
 
 __all__ = ("fork_server", "start_server")
 
@@ -27,13 +25,6 @@ SDK = (
     "uvicorn.protocols.websockets.auto", "anyio._backends._asyncio", "rich.logging",
 )
 """What an SDK server imports before it serves over HTTP (stdio needs a part of it)."""
-
-_STARTUP = ("PYTHON", "LC_", "LANG")
-"""Prefixes of the variables Python reads when it starts: a server serves one set of them."""
-
-_servers: dict[tuple[tuple[str, str], ...], ForkServer | None] = {}
-_starting = threading.Lock()
-
 
 def start_server(args: Sequence[str], *, env: Mapping[str, str],
                  cwd: str | os.PathLike[str]) -> Any:
@@ -52,21 +43,5 @@ def start_server(args: Sequence[str], *, env: Mapping[str, str],
 
 
 def fork_server(env: Mapping[str, str]) -> ForkServer | None:
-    """The server for this startup environment (``PYTHONPATH`` among it); started at first use."""
-    key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(_STARTUP)))
-    with _starting:
-        if key not in _servers:
-            _servers[key] = _start(dict(key))
-        server = _servers[key]
-    return server if server is not None and server.alive else None
-
-
-def _start(startup: dict[str, str]) -> ForkServer | None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_STARTUP)}
-    env.update(startup)
-    try:
-        server = ForkServer(SDK, env=env)
-    except (OSError, RuntimeError):
-        return None
-    atexit.register(server.close)
-    return server if server.quiet else None
+    """The SDK's server for this startup environment (``PYTHONPATH`` among it)."""
+    return shared_server(SDK, env)
