@@ -35,8 +35,8 @@ from __future__ import annotations
 import asyncio
 import random
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,10 +46,10 @@ from py_trees.common import OneShotPolicy, ParallelPolicy, Status
 from py_trees.composites import Parallel, Selector, Sequence
 from py_trees.decorators import OneShot, Repeat, Retry, Timeout
 
-import jianmu.runtime.async_node as async_node_module
 from jianmu.config import AppConfig
 from jianmu.runtime.async_node import DEADLINE_SLACK, AsyncNode
 from jianmu.runtime.runner import ReactiveRunner
+from tests.support.virtual_time import clock_is
 
 RUNNING, SUCCESS, FAILURE, INVALID = Status.RUNNING, Status.SUCCESS, Status.FAILURE, Status.INVALID
 SEGMENT_CAP = 25
@@ -78,17 +78,9 @@ class Clock:
         return self.now
 
 
-@contextmanager
-def virtual_time(clock: Clock) -> Iterator[None]:
+def virtual_time(clock: Clock) -> AbstractContextManager[None]:
     """Patch py_trees' decorators' and the ticker's ``time`` to ``clock``."""
-    fake = types.SimpleNamespace(monotonic=clock.monotonic)
-    saved = py_trees.decorators.time, async_node_module.time
-    py_trees.decorators.time = fake  # type: ignore[attr-defined]
-    async_node_module.time = fake  # type: ignore[attr-defined,assignment]
-    try:
-        yield
-    finally:
-        py_trees.decorators.time, async_node_module.time = saved  # type: ignore[attr-defined]
+    return clock_is(clock.monotonic)
 
 
 # -- the world a run lives in -----------------------------------------------------------------
