@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 __all__ = (
     "APP_VERSION",
@@ -92,20 +94,22 @@ class WorkerRegistry:
     def __init__(self, url: str, engine_name: str) -> None:
         self.engine_name = engine_name
         self._db = open_tables(url, _workers_metadata)
+        self._autocommit = self._db.execution_options(isolation_level="AUTOCOMMIT")
 
     def beat(self, executor_id: str, *, started: float | None = None) -> None:
         """Record that ``executor_id`` is alive now."""
         now = time.time()
-        with self._db.begin() as conn:
-            updated = conn.execute(
-                _workers.update().where(_workers.c.executor_id == executor_id)
-                .values(last_seen=now)
-            ).rowcount
-            if not updated:
-                conn.execute(_workers.insert().values(
-                    executor_id=executor_id, engine=self.engine_name,
-                    host=socket.gethostname(), started=started or now, last_seen=now,
-                ))
+        insert = (sqlite_insert if self._db.dialect.name == "sqlite" else postgresql_insert)
+        made = insert(_workers).values(
+            executor_id=executor_id, engine=self.engine_name, host=socket.gethostname(),
+            started=started or now, last_seen=now,
+        )
+        # one statement, committed as it runs: a worker paused (SIGSTOP) between two
+        # statements of a transaction would hold its row locked, and every live worker's claim
+        # of it (with that worker's heartbeat thread) would wait until it was woken
+        with self._autocommit.connect() as conn:
+            conn.execute(made.on_conflict_do_update(
+                index_elements=[_workers.c.executor_id], set_={"last_seen": now}))
 
     def workers(self) -> list[dict[str, Any]]:
         """Every worker's row: executor_id, host, started, last_seen."""

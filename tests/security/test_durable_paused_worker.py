@@ -5,6 +5,10 @@ DBOS refused the woken worker's record of a step, but only after the step's body
 worker paused between two steps, woken while its successor was in the next call, ran that
 call a second time (a payment made twice). Now each step that is not replayed first checks
 that the run is still PENDING under this worker's executor id. Both databases.
+
+A worker paused in the middle of a transaction would hold its locks until woken: its heartbeat
+is therefore one statement, committed as it runs, so no live worker's claim of a paused one
+waits on that one's heartbeat row.
 """
 
 from __future__ import annotations
@@ -44,9 +48,37 @@ def _paused_and_taken_over(workers: Workers, client: Any, tmp_path: Path,
     }))
     wait_for(marker.exists, what="worker A to reach the pause")
     workers.start("B", JIANMU_TEST_TAKEOVER="2")
-    os.killpg(a.pid, signal.SIGSTOP)  # slow, not dead: its heartbeat stops
+    workers.pause(a)  # slow, not dead: its heartbeat stops
     wait_for(lambda: client.run_info(run_id).worker == "B", what="B to take the run")
     return a, run_id, out
+
+
+def test_a_heartbeat_leaves_no_transaction_open_between_statements(db_url: str) -> None:
+    import sqlalchemy as sa
+
+    from jianmu.durable._tables import WorkerRegistry
+
+    registry = WorkerRegistry(db_url, "app")
+    seen: list[tuple[str, bool]] = []
+
+    def after(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        dbapi = conn.connection.dbapi_connection
+        if hasattr(dbapi, "in_transaction"):  # sqlite3
+            held = bool(dbapi.in_transaction)
+        else:  # psycopg: IDLE is 0
+            held = dbapi.info.transaction_status != 0
+        seen.append((statement.split()[0], held))
+
+    sa.event.listen(registry._db, "after_cursor_execute", after)
+    try:
+        registry.beat("A", started=1.0)  # its row made
+        made, seen[:] = list(seen), []
+        registry.beat("A", started=2.0)  # its row updated
+        assert made == seen == [("INSERT", False)]  # one statement, nothing left open after it
+        [row] = registry.workers()
+        assert row["executor_id"] == "A" and row["started"] == 1.0
+    finally:
+        registry.close()
 
 
 def test_a_woken_worker_records_nothing_of_a_call_its_successor_ran(

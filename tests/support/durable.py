@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,6 +84,54 @@ class Workers:
             log_text = (self.tmp / f"{worker}.log").read_text()
             raise AssertionError(f"worker {worker} did not start: {line!r}\n{log_text}")
         return proc
+
+    def pause(self, proc: Any) -> None:
+        """SIGSTOP a worker (slow, not dead: its heartbeat stops) at a moment it is inside no
+        write of the database. One stopped inside a SQLite write keeps the file's one write
+        lock, and one stopped inside a PostgreSQL transaction keeps its row locks: no other
+        worker could write (nor take it over) until it was woken (README, durable runs)."""
+        for _ in range(40):
+            os.killpg(proc.pid, signal.SIGSTOP)
+            if not self._write_held():
+                return
+            os.killpg(proc.pid, signal.SIGCONT)  # let it finish that write, then stop it again
+            time.sleep(0.05)
+        raise AssertionError("the worker was inside a write of the database at every pause")
+
+    def _write_held(self) -> bool:
+        """Whether a process (the stopped worker) holds a write of the database: the SQLite
+        write lock, or a PostgreSQL session left for seconds inside a transaction that wrote
+        or locked rows (DBOS holds an advisory lock in one that does neither)."""
+        if self.db.startswith("sqlite:///"):
+            probe = sqlite3.connect(self.db[len("sqlite:///"):], timeout=3.0,
+                                    isolation_level=None)
+            try:
+                probe.execute("BEGIN IMMEDIATE")  # waits out any live writer's short hold
+                probe.execute("ROLLBACK")
+                return False
+            except sqlite3.OperationalError:  # "database is locked": held past the timeout
+                return True
+            finally:
+                probe.close()
+        import sqlalchemy as sa
+
+        from jianmu.durable._tables import sqlalchemy_url
+
+        db = sa.create_engine(sqlalchemy_url(self.db), poolclass=sa.pool.NullPool)
+        try:
+            with db.connect() as conn:
+                deadline = time.monotonic() + 3.0
+                while time.monotonic() < deadline:
+                    if not conn.execute(sa.text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND state LIKE 'idle in transaction%' AND backend_xid IS NOT NULL"
+                    )).scalar():
+                        return False
+                    conn.rollback()  # a fresh snapshot of the sessions at the next look
+                    time.sleep(0.05)
+                return True
+        finally:
+            db.dispose()
 
     @staticmethod
     def kill(proc: Any) -> None:
