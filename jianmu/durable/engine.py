@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from dbos import DBOSClient
 
     from jianmu.durable._tables import Decision, DecisionLedger, Heartbeat, WorkerRegistry
+    from jianmu.durable._worker_lock import WorkerLock
 
 __all__ = ("RUN_STATUSES", "DurableEngine", "RunInfo", "TreeFactory", "redact")
 
@@ -133,6 +134,7 @@ class DurableEngine:
         self._client: DBOSClient | None = None
         self._decisions: DecisionLedger | None = None
         self._heartbeat: Heartbeat | None = None
+        self._worker_lock: WorkerLock | None = None
         self.launched = False
         self.stopping = False
         """Whether `shutdown` is under way (what it cuts short is no step's outcome)."""
@@ -244,6 +246,8 @@ class DurableEngine:
 
         log_level = _dbos_log_level()  # before anything is set up
         check_reachable(self.database_url)
+        # before DBOS recovers this id's runs: a second live worker of the id is refused
+        self._worker_lock = self._hold_id()
         _workflow.register_engine(self)
         DBOS(config={
             "name": self.name,
@@ -258,8 +262,13 @@ class DurableEngine:
         })
         try:
             DBOS.launch()
+            if self._worker_lock is None:  # a database DBOS has just made: locked now
+                self._worker_lock = self._hold_id()
         except Exception as exc:
             DBOS.destroy()
+            self._release_id()
+            if isinstance(exc, DurableError):
+                raise
             raise DurableDatabaseError(
                 f"cannot start a worker on {redact(self.database_url)}"
                 f"{_old_sqlite_hint(self.database_url)}: {clean_error(exc, self.database_url)}"
@@ -276,6 +285,20 @@ class DurableEngine:
         )
         self._heartbeat.start()
         self.launched = True
+
+    def _hold_id(self) -> WorkerLock | None:
+        """The lock on this worker's stable id (`hold_worker_id`); None for an id made here,
+        which no other worker has."""
+        if self.executor_id == self._fresh_id:
+            return None
+        from jianmu.durable._worker_lock import hold_worker_id
+
+        return hold_worker_id(self.database_url, self.name, self.executor_id)
+
+    def _release_id(self) -> None:
+        lock, self._worker_lock = self._worker_lock, None
+        if lock is not None:
+            lock.release()
 
     def shutdown(self) -> None:
         """Stop being a worker and close the client. A worker with a stable ``executor_id``
@@ -297,6 +320,7 @@ class DurableEngine:
                 with concurrent.futures.ThreadPoolExecutor(1) as pool:
                     pool.submit(DBOS.destroy, workflow_completion_timeout_sec=0).result()
             self.launched = self.stopping = False
+        self._release_id()  # DBOS runs none of the id's runs any more
         if heartbeat is not None:
             if self.executor_id == self._fresh_id:
                 self._hand_over(heartbeat.registry)

@@ -1,0 +1,108 @@
+"""One live worker per executor id: a lock that the worker holds for its whole life.
+
+DBOS recovers a worker's pending runs when a worker of the same executor id starts. A second
+worker started under the id of one still alive would therefore run that one's runs too, and a
+call could run twice (a payment paid twice). So a worker with a stable id takes a lock named
+after its app and id before DBOS starts, and keeps it until it stops; a second worker finds it
+taken and refuses to start. The lock is the database host's own and dies with its holder (a
+killed worker's restart finds it free at once; a paused one still holds it):
+
+- SQLite (one machine): a POSIX record lock on a file beside the database, one byte per id;
+- PostgreSQL: a session advisory lock (``pg_try_advisory_lock``) on a connection of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from typing import Any
+
+from jianmu.errors import DurableError
+
+__all__ = ("WorkerLock", "hold_worker_id")
+
+
+def _key(app: str, executor_id: str) -> int:
+    """A 62-bit number naming ``executor_id`` of ``app``: an advisory lock's key, a byte's
+    offset in the lock file (both well inside a signed 64-bit number)."""
+    digest = hashlib.sha256(f"jianmu-worker\0{app}\0{executor_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 2
+
+
+class WorkerLock:
+    """A held lock on an executor id; `release` gives it up (so does the process's end)."""
+
+    def __init__(self, release: Any) -> None:
+        self._release = release
+
+    def release(self) -> None:
+        """Give the id up (once)."""
+        release, self._release = self._release, None
+        if release is not None:
+            with contextlib.suppress(Exception):  # a dropped connection released it already
+                release()
+
+
+def _refused(executor_id: str) -> DurableError:
+    return DurableError(
+        f"a worker with executor id {executor_id!r} is already running on this database: a "
+        f"second would run its runs too, and a call could run twice. Stop that worker first, "
+        f"or give this one another id")
+
+
+def hold_worker_id(url: str, app: str, executor_id: str) -> WorkerLock | None:
+    """Take the lock on ``executor_id`` of ``app`` on the database at ``url``; None where the
+    database has no place for it yet (a PostgreSQL database DBOS has still to create) or is
+    neither SQLite nor PostgreSQL.
+
+    Raises:
+        DurableError: a live worker holds that id.
+    """
+    key = _key(app, executor_id)
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///")
+        if not path or path == ":memory:":
+            return None
+        return _hold_file(f"{path}.workers-lock", key, executor_id)
+    if url.startswith(("postgresql://", "postgres://", "postgresql+")):
+        return _hold_advisory(url, key, executor_id)
+    return None
+
+
+def _hold_file(path: str, key: int, executor_id: str) -> WorkerLock:
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        # a record lock, not flock: it is the process's, so a forked child (a worker's own
+        # subprocess) neither inherits nor keeps it
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key)
+    except OSError:
+        os.close(fd)
+        raise _refused(executor_id) from None
+    return WorkerLock(lambda: os.close(fd))  # closing the file releases its record locks
+
+
+def _hold_advisory(url: str, key: int, executor_id: str) -> WorkerLock | None:
+    import psycopg
+
+    from jianmu.durable._tables import sqlalchemy_url
+
+    raw = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        conn = psycopg.connect(raw, autocommit=True, connect_timeout=5,
+                               application_name="jianmu worker lock")
+    except psycopg.OperationalError as exc:
+        if "does not exist" in str(exc):  # DBOS makes it at launch: nobody runs on it yet
+            return None
+        raise
+    try:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    except Exception:
+        conn.close()
+        raise
+    if not (row and row[0]):
+        conn.close()
+        raise _refused(executor_id)
+    return WorkerLock(conn.close)  # the session's end releases its advisory locks

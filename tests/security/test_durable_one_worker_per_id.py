@@ -1,0 +1,93 @@
+"""A second worker started under the executor id of one still alive is refused.
+
+DBOS recovers an executor id's pending runs when a worker of that id starts: before the fix, a
+second ``jianmu worker APP --id A`` beside a live A started, recovered A's run in flight and
+ran its call a second time (README warned, nothing refused it). Now a worker with a stable id
+holds a lock on it for its life (a record lock beside an SQLite database, an advisory lock on
+PostgreSQL), taken before DBOS recovers anything: the second worker fails to start, saying
+why, and A's call runs once. The lock dies with its holder: a killed or stopped worker's id is
+free at once, and a paused one still holds it. Both databases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import durable
+from tests.support.durable import Workers, wait_for
+from tests.support.forked_cli import DURABLE, run_jianmu
+
+pytest.importorskip("dbos")
+pytestmark = pytest.mark.timeout(300)
+
+db_url = durable.db_url
+workers = durable.workers
+client = durable.client
+
+_REFUSED = "a worker with executor id 'A' is already running on this database"
+
+
+def _refused_start(workers: Workers, worker: str, **extra: str) -> str:
+    """Start a worker that must not start: what it said on stderr as it exited non-zero."""
+    log_path = workers.tmp / f"{worker}-second.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = durable.fork_server().spawn(
+            [str(durable.HERE / "worker.py")], env=workers.env(worker, **extra),
+            cwd=os.getcwd(), stderr=log.fileno(), new_session=True)
+        workers.procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert not line.startswith("ready"), "a second worker of the id started"
+        assert proc.wait(timeout=120) != 0
+    return log_path.read_text()
+
+
+def test_a_second_worker_of_a_live_id_is_refused_and_its_call_runs_once(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    out, marker, go = tmp_path / "lines.txt", tmp_path / "hung", tmp_path / "go"
+    workers.start("A")
+    run_id = asyncio.run(client.start("lines", {
+        "path": str(out), "asks": str(tmp_path / "asks.txt"), "marker": str(marker),
+        "hang_at": 2, "go": str(go),
+    }))
+    wait_for(marker.exists, what="worker A to be in its second call")
+    assert _REFUSED in _refused_start(workers, "A")
+    go.touch()  # A's second call returns, and A finishes the run alone
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.ok, result.error
+    assert out.read_text().splitlines().count("line 2") == 1
+
+
+def test_a_paused_worker_keeps_its_id_a_killed_or_stopped_one_frees_it(
+    workers: Workers, tmp_path: Path
+) -> None:
+    a = workers.start("A")
+    os.killpg(a.pid, signal.SIGSTOP)  # slow, not dead: its runs are still its own
+    try:
+        assert _REFUSED in _refused_start(workers, "A")
+    finally:
+        os.killpg(a.pid, signal.SIGCONT)
+    workers.kill(a)  # SIGKILL: no clean-up ran, and the id is free at once
+    b = workers.start("A")
+    b.send_signal(signal.SIGTERM)  # stopped: free again once it has ended
+    b.wait(timeout=120)
+    workers.start("A")
+    workers.start("B")  # another id is another worker's
+
+
+def test_the_cli_says_why_a_second_worker_of_an_id_does_not_start(
+    workers: Workers, tmp_path: Path
+) -> None:
+    workers.start("A")
+    done = run_jianmu(["worker", f"{durable.HERE / 'durable_app.py'}:engine", "--id", "A"],
+                      cwd=durable.ROOT, env=workers.env("A"), timeout=120, preload=DURABLE)
+    assert done.returncode != 0
+    assert "jianmu: error:" in done.stderr and _REFUSED in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "serving" not in done.stdout, done.stderr
