@@ -48,7 +48,8 @@ def _refused(executor_id: str) -> DurableError:
     return DurableError(
         f"a worker with executor id {executor_id!r} is already running on this database: a "
         f"second would run its runs too, and a call could run twice. Stop that worker first, "
-        f"or give this one another id")
+        f"or give this one another id (the id of a worker whose machine is gone is free "
+        f"again once the database has noticed, within about a minute)")
 
 
 def hold_worker_id(url: str, app: str, executor_id: str) -> WorkerLock | None:
@@ -84,6 +85,9 @@ def _hold_file(path: str, key: int, executor_id: str) -> WorkerLock:
     return WorkerLock(lambda: os.close(fd))  # closing the file releases its record locks
 
 
+_KEEPALIVES = "-c tcp_keepalives_idle=20 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3"
+
+
 def _hold_advisory(url: str, key: int, executor_id: str) -> WorkerLock | None:
     import psycopg
 
@@ -91,8 +95,10 @@ def _hold_advisory(url: str, key: int, executor_id: str) -> WorkerLock | None:
 
     raw = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
     try:
+        # the server's own keepalives, for this session: a worker whose machine vanished
+        # (power, network) frees its id within about a minute, not the system's two hours
         conn = psycopg.connect(raw, autocommit=True, connect_timeout=5,
-                               application_name="jianmu worker lock")
+                               application_name="jianmu worker lock", options=_KEEPALIVES)
     except psycopg.OperationalError as exc:
         if "does not exist" in str(exc):  # DBOS makes it at launch: nobody runs on it yet
             return None
