@@ -17,7 +17,6 @@ import shlex
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -254,7 +253,6 @@ def cmd_runs_recover(args: argparse.Namespace) -> int:
     """``jianmu runs recover --worker ID``: hand a dead worker's runs to the live ones."""
     console = make_console()
     with open_app(args) as engine:
-        _warn_if_alive(engine, args.worker)
         ids = engine.recover(args.worker)
     if not ids:
         console.print(f"worker {visible(args.worker)} has no pending runs")
@@ -264,20 +262,6 @@ def cmd_runs_recover(args: argparse.Namespace) -> int:
     for run_id in ids:
         console.print(f"  {visible(run_id)}")
     return ExitCode.OK
-
-
-def _warn_if_alive(engine: DurableEngine, worker: str) -> None:
-    """Say so when ``worker`` beat within ``durable.takeover_after_s`` (the silence after which
-    the workers themselves take its runs over): if it is alive after all, the calls it has in
-    flight run twice. Recovering is still the operator's call (they may have just killed it)."""
-    after = engine.config.durable.takeover_after_s
-    for row in engine.workers():
-        silent = time.time() - float(row["last_seen"])
-        if row["executor_id"] == worker and silent < after:
-            make_console(stderr=True).print(say(
-                ("warning", "yellow"), f": worker {visible(worker)} beat {silent:.0f} s ago; if "
-                "it is still alive, the tool calls it has in flight run again"
-            ))
 
 
 # -- jianmu run --durable ----------------------------------------------------------------------

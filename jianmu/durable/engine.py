@@ -287,10 +287,8 @@ class DurableEngine:
         self.launched = True
 
     def _hold_id(self) -> WorkerLock | None:
-        """The lock on this worker's stable id (`hold_worker_id`); None for an id made here,
-        which no other worker has."""
-        if self.executor_id == self._fresh_id:
-            return None
+        """The lock on this worker's id (`hold_worker_id`): a second worker of the id is
+        refused, and so is a `recover` of it, while it lives."""
         from jianmu.durable._worker_lock import hold_worker_id
 
         return hold_worker_id(self.database_url, self.name, self.executor_id)
@@ -665,16 +663,34 @@ class DurableEngine:
         return self._info(found[0])
 
     def recover(self, worker: str) -> list[str]:
-        """Declare ``worker`` dead and hand its pending runs to the live workers; their ids."""
+        """Declare ``worker`` dead and hand its pending runs to the live workers; their ids.
+
+        Raises:
+            DurableError: ``worker`` is alive (it holds its id, `hold_worker_id`), if only
+                paused: its runs are its own, and handing them over would run its calls in
+                flight twice.
+        """
         require_dbos()
         from jianmu.durable._tables import WorkerRegistry, recover_worker
+        from jianmu.durable._worker_lock import hold_worker_id
 
-        registry = WorkerRegistry(self.database_url, self.name)
+        try:  # held while its runs are handed over: the id cannot start meanwhile
+            lock = hold_worker_id(self.database_url, self.name, worker)
+        except DurableError:
+            raise DurableError(
+                f"worker {worker!r} is alive (it holds its id, if only paused): its runs are its "
+                f"own, and handing them over would run its calls in flight twice. Stop it "
+                f"(SIGTERM hands its runs over) or kill it, then recover") from None
         try:
-            registry.claim(worker, None)
+            registry = WorkerRegistry(self.database_url, self.name)
+            try:
+                registry.claim(worker, None)
+            finally:
+                registry.close()
+            return recover_worker(self.client, worker)
         finally:
-            registry.close()
-        return recover_worker(self.client, worker)
+            if lock is not None:
+                lock.release()
 
     def workers(self) -> list[dict[str, Any]]:
         """The workers that ever beat on this database: executor_id, host, started, last_seen."""

@@ -6,7 +6,9 @@ ran its call a second time (README warned, nothing refused it). Now a worker wit
 holds a lock on it for its life (a record lock beside an SQLite database, an advisory lock on
 PostgreSQL), taken before DBOS recovers anything: the second worker fails to start, saying
 why, and A's call runs once. The lock dies with its holder: a killed or stopped worker's id is
-free at once, and a paused one still holds it. Both databases.
+free at once, and a paused one still holds it. The same lock tells ``runs recover --worker A``
+that A is alive: before, it only warned, then handed A's runs over while A still ran them.
+Both databases.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from jianmu.errors import DurableError
 from tests.support import durable
 from tests.support.durable import Workers, wait_for
 from tests.support.forked_cli import DURABLE, run_jianmu
@@ -91,3 +94,33 @@ def test_the_cli_says_why_a_second_worker_of_an_id_does_not_start(
     assert done.returncode != 0
     assert "jianmu: error:" in done.stderr and _REFUSED in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "serving" not in done.stdout, done.stderr
+
+
+def test_recover_refuses_a_live_worker_and_its_call_runs_once(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    out, marker, go = tmp_path / "lines.txt", tmp_path / "hung", tmp_path / "go"
+    a = workers.start("A", JIANMU_TEST_WORKER="")  # a fresh id, as `runs workers` shows it
+    run_id = asyncio.run(client.start("lines", {
+        "path": str(out), "asks": str(tmp_path / "asks.txt"), "marker": str(marker),
+        "hang_at": 2, "go": str(go),
+    }))
+    wait_for(marker.exists, what="worker A to be in its second call")
+    workers.start("B")
+    alive = client.run_info(run_id).worker
+    os.killpg(a.pid, signal.SIGSTOP)  # paused, not dead
+    try:
+        with pytest.raises(DurableError, match=f"worker {alive!r} is alive"):
+            client.recover(alive)
+        done = run_jianmu(["runs", "recover", "--worker", alive, "--app",
+                           f"{durable.HERE / 'durable_app.py'}:engine"],
+                          cwd=durable.ROOT, env=workers.env("cli"), timeout=120, preload=DURABLE)
+        assert done.returncode != 0 and "is alive" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+    finally:
+        os.killpg(a.pid, signal.SIGCONT)
+    go.touch()
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.ok, result.error
+    assert client.run_info(run_id).worker == alive  # A finished its own run
+    assert out.read_text().splitlines().count("line 2") == 1
