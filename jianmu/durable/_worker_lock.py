@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from typing import Any
 
 from jianmu.errors import DurableError
@@ -71,18 +72,38 @@ def hold_worker_id(url: str, app: str, executor_id: str) -> WorkerLock | None:
     return None
 
 
+_FILES: dict[str, int] = {}
+"""Each lock file this process opened, by path: open until the process ends. Closing any
+descriptor of a file drops every record lock the process holds on it, so one is never closed."""
+_HELD: set[tuple[str, int]] = set()
+"""The (file, byte) locks this process holds: the process's own locks never refuse it, so a
+second take of one is refused here."""
+_FILES_LOCK = threading.Lock()
+
+
 def _hold_file(path: str, key: int, executor_id: str) -> WorkerLock:
     import fcntl
 
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        # a record lock, not flock: it is the process's, so a forked child (a worker's own
-        # subprocess) neither inherits nor keeps it
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key)
-    except OSError:
-        os.close(fd)
-        raise _refused(executor_id) from None
-    return WorkerLock(lambda: os.close(fd))  # closing the file releases its record locks
+    with _FILES_LOCK:
+        fd = _FILES.get(path)
+        if fd is None:
+            fd = _FILES[path] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if (path, key) in _HELD:
+            raise _refused(executor_id)
+        try:
+            # a record lock, not flock: it is the process's, so a forked child (a tool's own
+            # process) neither inherits nor keeps it, and it dies with the process
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, key)
+        except OSError:
+            raise _refused(executor_id) from None
+        _HELD.add((path, key))
+
+    def release() -> None:
+        with _FILES_LOCK:
+            _HELD.discard((path, key))
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, key)
+
+    return WorkerLock(release)
 
 
 _KEEPALIVES = "-c tcp_keepalives_idle=20 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3"

@@ -124,3 +124,33 @@ def test_recover_refuses_a_live_worker_and_its_call_runs_once(
     assert result.ok, result.error
     assert client.run_info(run_id).worker == alive  # A finished its own run
     assert out.read_text().splitlines().count("line 2") == 1
+
+
+def test_a_process_checking_another_id_keeps_its_own(tmp_path: Path) -> None:
+    """POSIX record locks are the process's: closing any descriptor of the lock file would drop
+    them all, so a worker that checked another id (`recover`) once lost its own."""
+    import subprocess
+    import sys
+
+    from jianmu.durable._worker_lock import hold_worker_id
+
+    url = f"sqlite:///{tmp_path / 'durable.sqlite'}"
+    mine = hold_worker_id(url, "app", "A")
+    assert mine is not None
+    with pytest.raises(DurableError, match="'A' is already running"):
+        hold_worker_id(url, "app", "A")  # this process's own lock refuses it a second time
+    other = hold_worker_id(url, "app", "B")
+    assert other is not None
+    other.release()
+    probe = ("import sys\nfrom jianmu.durable._worker_lock import hold_worker_id\n"
+             "try:\n    hold_worker_id(sys.argv[1], 'app', sys.argv[2])\n"
+             "except Exception as exc:\n    print(exc)\nelse:\n    print('taken')\n")
+
+    def taken_elsewhere(worker: str) -> str:
+        return subprocess.run([sys.executable, "-c", probe, url, worker], capture_output=True,
+                              text=True, timeout=120, check=True).stdout
+
+    assert "'A' is already running" in taken_elsewhere("A")  # still held here
+    assert taken_elsewhere("B") == "taken\n"
+    mine.release()
+    assert taken_elsewhere("A") == "taken\n"
