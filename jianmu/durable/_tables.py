@@ -5,7 +5,8 @@ approval request was decided.
 starts again. A worker that never comes back needs someone else to declare it dead: each
 worker writes a heartbeat row (``jianmu_workers``), and a live worker that has seen a row
 unchanged for ``durable.takeover_after_s`` by its own clock (the workers' clocks are never
-compared: one running ahead must not take live workers' runs) claims it (one atomic delete of
+compared: one running ahead must not take live workers' runs), and finds its id free (a worker
+holds its id while it lives, if only paused: `_worker_lock`), claims it (one atomic delete of
 that very heartbeat, so two live workers never both claim it, nor one that beat meanwhile)
 and hands the dead worker's runs back to the queue, where any worker picks them up.
 
@@ -22,6 +23,7 @@ finds the first once the request is no longer pending, as one by the whole id do
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -33,6 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from jianmu.errors import DurableError
+
 __all__ = (
     "APP_VERSION",
     "Decision",
@@ -43,6 +47,8 @@ __all__ = (
     "recover_worker",
     "sqlalchemy_url",
 )
+
+_log = logging.getLogger("jianmu.durable")
 
 APP_VERSION = "jianmu-1"
 """DBOS application version of every Jianmu worker: recovery matches runs by it, so workers
@@ -144,8 +150,15 @@ class Heartbeat:
     """A daemon thread: beat every few seconds, and take over workers silent for too long."""
 
     def __init__(self, registry: WorkerRegistry, executor_id: str, takeover_after_s: float,
-                 client: Any, on_error: Any = None) -> None:
+                 client: Any, on_error: Any = None, lock: Any = None,
+                 hold: Callable[[str], Any] | None = None) -> None:
         self.registry = registry
+        self.lock = lock
+        """This worker's hold on its id (a `WorkerLock`), taken again at each beat if the
+        database dropped it."""
+        self.hold = hold
+        """Takes a worker's id (a `WorkerLock`, or None), or raises `DurableError` while that
+        worker lives: a silent worker is taken over only once it is dead."""
         self.executor_id = executor_id
         self.after_s = takeover_after_s
         self.client = client
@@ -182,10 +195,23 @@ class Heartbeat:
                 continue
             if now - seen[1] < self.after_s:
                 continue
-            del self._beats[worker]
-            if self.registry.claim(worker, None, beat=beat):  # unless it beat meanwhile
-                runs += recover_worker(self.client, worker)
-                self.taken.append(worker)
+            # silent, but is it dead? a worker holds its id while it lives (if only paused):
+            # its runs stay its own, and taking them would run its calls in flight twice
+            try:
+                lock = self.hold(worker) if self.hold is not None else None
+            except DurableError:
+                self._beats[worker] = (beat, now)  # looked at again after another silence
+                _log.warning("worker %s has been silent for %.0f s but is alive (it holds its "
+                             "id, if only paused): its runs stay its own", worker, self.after_s)
+                continue
+            try:
+                del self._beats[worker]
+                if self.registry.claim(worker, None, beat=beat):  # unless it beat meanwhile
+                    runs += recover_worker(self.client, worker)
+                    self.taken.append(worker)
+            finally:  # held until its runs are handed over: the id cannot start meanwhile
+                if lock is not None:
+                    lock.release()
         return runs
 
     def _loop(self) -> None:
@@ -193,6 +219,10 @@ class Heartbeat:
         while not self._stop.wait(interval):
             try:
                 self.registry.beat(self.executor_id, started=self._started)
+                if self.lock is not None and not self.lock.renew():
+                    raise DurableError(
+                        f"another worker took executor id {self.executor_id!r} while this "
+                        f"one's hold on it was lost: both may run its runs; stop one of them")
                 self.take_over()
             except Exception as exc:  # a database hiccup must not kill the worker
                 if self.on_error is not None:

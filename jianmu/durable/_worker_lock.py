@@ -34,8 +34,14 @@ def _key(app: str, executor_id: str) -> int:
 class WorkerLock:
     """A held lock on an executor id; `release` gives it up (so does the process's end)."""
 
-    def __init__(self, release: Any) -> None:
+    def __init__(self, release: Any, renew: Any = None) -> None:
         self._release = release
+        self._renew = renew
+
+    def renew(self) -> bool:
+        """Take the lock again if the database dropped it (a PostgreSQL session ended by a
+        restart of the server): False when another worker took the id meanwhile."""
+        return self._renew() if self._renew is not None and self._release is not None else True
 
     def release(self) -> None:
         """Give the id up (once)."""
@@ -110,26 +116,62 @@ _KEEPALIVES = "-c tcp_keepalives_idle=20 -c tcp_keepalives_interval=10 -c tcp_ke
 
 
 def _hold_advisory(url: str, key: int, executor_id: str) -> WorkerLock | None:
-    import psycopg
-
     from jianmu.durable._tables import sqlalchemy_url
 
-    raw = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
-    try:
-        # the server's own keepalives, for this session: a worker whose machine vanished
-        # (power, network) frees its id within about a minute, not the system's two hours
-        conn = psycopg.connect(raw, autocommit=True, connect_timeout=5,
-                               application_name="jianmu worker lock", options=_KEEPALIVES)
-    except psycopg.OperationalError as exc:
-        if "does not exist" in str(exc):  # DBOS makes it at launch: nobody runs on it yet
-            return None
-        raise
-    try:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-    except Exception:
-        conn.close()
-        raise
-    if not (row and row[0]):
-        conn.close()
+    hold = _AdvisoryHold(sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://",
+                                                     1), key)
+    taken = hold.take()
+    if taken is None:
+        return None
+    if not taken:
         raise _refused(executor_id)
-    return WorkerLock(conn.close)  # the session's end releases its advisory locks
+    return WorkerLock(hold.close, hold.renew)
+
+
+class _AdvisoryHold:
+    """A session advisory lock on a PostgreSQL connection of its own."""
+
+    def __init__(self, dsn: str, key: int) -> None:
+        self.dsn = dsn
+        self.key = key
+        self.conn: Any = None
+
+    def take(self) -> bool | None:
+        """Connect and try the lock: whether it was taken; None if the database is missing."""
+        import psycopg
+
+        try:
+            # the server's own keepalives, for this session: a worker whose machine vanished
+            # (power, network) frees its id within about a minute, not the system's two hours
+            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=5,
+                                   application_name="jianmu worker lock", options=_KEEPALIVES)
+        except psycopg.OperationalError as exc:
+            if "does not exist" in str(exc):  # DBOS makes it at launch: nobody runs on it yet
+                return None
+            raise
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        except Exception:
+            conn.close()
+            raise
+        if not (row and row[0]):
+            conn.close()
+            return False
+        self.conn = conn
+        return True
+
+    def renew(self) -> bool:
+        import psycopg
+
+        if self.conn is not None:
+            try:
+                self.conn.execute("SELECT 1")
+                return True
+            except psycopg.Error:  # the session is gone, and its lock with it: take it again
+                self.close()
+        return bool(self.take())
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()  # the session's end releases its advisory locks
+            self.conn = None

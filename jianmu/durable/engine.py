@@ -243,6 +243,7 @@ class DurableEngine:
 
         from jianmu.durable import _workflow
         from jianmu.durable._tables import APP_VERSION, Heartbeat, WorkerRegistry
+        from jianmu.durable._worker_lock import hold_worker_id
 
         log_level = _dbos_log_level()  # before anything is set up
         check_reachable(self.database_url)
@@ -282,6 +283,8 @@ class DurableEngine:
             self.client,
             on_error=lambda exc: _log.warning(
                 "heartbeat failed: %s", clean_error(exc, self.database_url)),
+            lock=self._worker_lock,
+            hold=functools.partial(hold_worker_id, self.database_url, self.name),
         )
         self._heartbeat.start()
         self.launched = True

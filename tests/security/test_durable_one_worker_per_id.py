@@ -154,3 +154,32 @@ def test_a_process_checking_another_id_keeps_its_own(tmp_path: Path) -> None:
     assert taken_elsewhere("B") == "taken\n"
     mine.release()
     assert taken_elsewhere("A") == "taken\n"
+
+
+def test_a_hold_lost_with_its_postgresql_session_is_taken_again(postgres_url: str) -> None:
+    """A server restart ends every session, and the advisory locks with them: each worker takes
+    its id again at its next beat, unless another worker took it meanwhile (then it says so)."""
+    import psycopg
+
+    from jianmu.durable._tables import sqlalchemy_url
+    from jianmu.durable._worker_lock import hold_worker_id
+
+    dsn = sqlalchemy_url(postgres_url).replace("postgresql+psycopg://", "postgresql://", 1)
+
+    def end_sessions() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                         "application_name = 'jianmu worker lock'")
+
+    held = hold_worker_id(postgres_url, "app", "A")
+    assert held is not None
+    end_sessions()
+    assert held.renew()  # taken again
+    with pytest.raises(DurableError, match="'A' is already running"):
+        hold_worker_id(postgres_url, "app", "A")
+    end_sessions()
+    other = hold_worker_id(postgres_url, "app", "A")  # another worker, while A's hold is lost
+    assert other is not None
+    assert not held.renew()
+    other.release()
+    held.release()

@@ -1,10 +1,18 @@
-"""A worker that was only paused (SIGSTOP), taken over by heartbeat, then woken (SIGCONT): the
-run has one owner, and the woken worker pays for no call that its successor runs.
+"""A worker that was only paused (SIGSTOP), then woken (SIGCONT): the run has one owner, and no
+call is paid twice.
 
-DBOS refused the woken worker's record of a step, but only after the step's body had run: a
-worker paused between two steps, woken while its successor was in the next call, ran that
-call a second time (a payment made twice). Now each step that is not replayed first checks
-that the run is still PENDING under this worker's executor id. Both databases.
+A paused worker's heartbeat stops, and the live workers used to take its runs over once it had
+been silent for ``takeover_after_s``: woken, it ran its call in flight a second time. Now a
+worker holds its executor id for its life (`_worker_lock`), and a silent worker that still holds
+it is alive: nobody takes its runs, and it finishes them itself once woken. Both databases.
+
+Its hold can still be lost while it is paused: PostgreSQL ends the session of a machine it no
+longer hears (simulated here by ending that session). Then the live workers take its runs over,
+and the woken worker must not pay for what its successor runs. DBOS refused the woken worker's
+record of a step, but only after the step's body had run: a worker paused between two steps,
+woken while its successor was in the next call, ran that call a second time (a payment made
+twice). Now each step that is not replayed first checks that the run is still PENDING under
+this worker's executor id.
 
 A worker paused in the middle of a transaction would hold its locks until woken: its heartbeat
 is therefore one statement, committed as it runs, so no live worker's claim of a paused one
@@ -38,9 +46,9 @@ _LOST = "no longer owned by this execution"
 """What DBOS logs when an execution finds its run taken over (it then waits for the owner)."""
 
 
-def _paused_and_taken_over(workers: Workers, client: Any, tmp_path: Path,
-                           **inputs: Any) -> tuple[Any, str, Path]:
-    """Worker A reaches the point ``inputs`` name, B starts, A is paused; B takes the run."""
+def _paused(workers: Workers, client: Any, tmp_path: Path,
+            **inputs: Any) -> tuple[Any, str, Path]:
+    """Worker A reaches the point ``inputs`` name, B starts, A is paused."""
     out, marker = tmp_path / "lines.txt", tmp_path / "hung"
     a = workers.start("A", JIANMU_TEST_TAKEOVER="2")
     run_id = asyncio.run(client.start("lines", {
@@ -49,8 +57,54 @@ def _paused_and_taken_over(workers: Workers, client: Any, tmp_path: Path,
     wait_for(marker.exists, what="worker A to reach the pause")
     workers.start("B", JIANMU_TEST_TAKEOVER="2")
     workers.pause(a)  # slow, not dead: its heartbeat stops
+    return a, run_id, out
+
+
+def _hold_lost(db_url: str) -> None:
+    """End worker A's PostgreSQL session that holds its id, as the server does once it no
+    longer hears A's machine."""
+    import sqlalchemy as sa
+
+    from jianmu.durable._tables import sqlalchemy_url
+    from jianmu.durable._worker_lock import _key
+
+    key = _key("testapp", "A")
+    db = sa.create_engine(sqlalchemy_url(db_url), poolclass=sa.pool.NullPool)
+    try:
+        with db.begin() as conn:
+            ended = conn.execute(sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+                " AND classid = :high AND objid = :low AND objsubid = 1"
+            ), {"high": key >> 32, "low": key & 0xFFFFFFFF}).scalars().all()
+    finally:
+        db.dispose()
+    assert ended == [True], ended
+
+
+def _paused_and_taken_over(workers: Workers, client: Any, tmp_path: Path,
+                           **inputs: Any) -> tuple[Any, str, Path]:
+    """`_paused`, then A's hold on its id is lost (PostgreSQL): B takes the run."""
+    a, run_id, out = _paused(workers, client, tmp_path, **inputs)
+    _hold_lost(workers.db)
     wait_for(lambda: client.run_info(run_id).worker == "B", what="B to take the run")
     return a, run_id, out
+
+
+def test_a_paused_worker_is_not_taken_over_and_finishes_its_run_once_woken(
+    workers: Workers, client: Any, tmp_path: Path
+) -> None:
+    go = tmp_path / "go"
+    a, run_id, out = _paused(workers, client, tmp_path, hang_at=2, go=str(go))
+    # B finds A silent past its takeover time, and alive: it says so, and takes nothing
+    wait_for(lambda: "is alive" in (tmp_path / "B.log").read_text(),
+             what="B to find A silent but alive")
+    assert client.run_info(run_id).worker == "A"
+    go.touch()
+    os.killpg(a.pid, signal.SIGCONT)
+    result = asyncio.run(client.result(run_id, timeout=120))
+    assert result.ok, result.error
+    assert client.run_info(run_id).worker == "A"
+    assert Counter(out.read_text().splitlines()) == {"line 1": 1, "line 2": 1, "line 3": 1}
 
 
 def test_a_heartbeat_leaves_no_transaction_open_between_statements(db_url: str) -> None:
@@ -81,6 +135,7 @@ def test_a_heartbeat_leaves_no_transaction_open_between_statements(db_url: str) 
         registry.close()
 
 
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_a_woken_worker_records_nothing_of_a_call_its_successor_ran(
     workers: Workers, client: Any, tmp_path: Path
 ) -> None:
@@ -96,6 +151,7 @@ def test_a_woken_worker_records_nothing_of_a_call_its_successor_ran(
     assert client.run_info(run_id).status == "success"
 
 
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_a_woken_worker_starts_no_call_its_successor_runs(
     workers: Workers, client: Any, tmp_path: Path
 ) -> None:
