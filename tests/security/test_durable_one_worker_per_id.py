@@ -72,7 +72,7 @@ def test_a_paused_worker_keeps_its_id_a_killed_or_stopped_one_frees_it(
     workers: Workers, tmp_path: Path
 ) -> None:
     a = workers.start("A")
-    os.killpg(a.pid, signal.SIGSTOP)  # slow, not dead: its runs are still its own
+    workers.pause(a)  # slow, not dead: its runs are still its own
     try:
         assert _REFUSED in _refused_start(workers, "A")
     finally:
@@ -108,7 +108,7 @@ def test_recover_refuses_a_live_worker_and_its_call_runs_once(
     wait_for(marker.exists, what="worker A to be in its second call")
     workers.start("B")
     alive = client.run_info(run_id).worker
-    os.killpg(a.pid, signal.SIGSTOP)  # paused, not dead
+    workers.pause(a)  # paused, not dead (outside any write of the database)
     try:
         with pytest.raises(DurableError, match=f"worker {alive!r} is alive"):
             client.recover(alive)
