@@ -2,10 +2,11 @@
 
 DBOS recovers a worker's pending runs when a worker of the same executor id starts. A second
 worker started under the id of one still alive would therefore run that one's runs too, and a
-call could run twice (a payment paid twice). So a worker with a stable id takes a lock named
-after its app and id before DBOS starts, and keeps it until it stops; a second worker finds it
-taken and refuses to start. The lock is the database host's own and dies with its holder (a
-killed worker's restart finds it free at once; a paused one still holds it):
+call could run twice (a payment paid twice). So every worker takes a lock named after its app
+and id before DBOS starts, and keeps it until it stops; a second worker finds it taken and
+refuses to start, and `DurableEngine.recover` and the heartbeat's takeover leave alone a worker
+that holds it (alive, if only paused). The lock is the database host's own and dies with its
+holder (a killed worker's restart finds it free at once; a paused one still holds it):
 
 - SQLite (one machine): a POSIX record lock on a file beside the database, one byte per id;
 - PostgreSQL: a session advisory lock (``pg_try_advisory_lock``) on a connection of its own.

@@ -294,7 +294,14 @@ class DurableEngine:
         refused, and so is a `recover` of it, while it lives."""
         from jianmu.durable._worker_lock import hold_worker_id
 
-        return hold_worker_id(self.database_url, self.name, self.executor_id)
+        try:
+            return hold_worker_id(self.database_url, self.name, self.executor_id)
+        except DurableError:
+            raise
+        except Exception as exc:  # a driver's message may quote the URL: cleaned
+            raise DurableDatabaseError(
+                f"cannot take worker id {self.executor_id!r} on {redact(self.database_url)}: "
+                f"{clean_error(exc, self.database_url)}") from None
 
     def _release_id(self) -> None:
         lock, self._worker_lock = self._worker_lock, None
