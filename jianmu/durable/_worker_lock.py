@@ -73,7 +73,7 @@ def hold_worker_id(url: str, app: str, executor_id: str) -> WorkerLock | None:
         path = url.removeprefix("sqlite:///")
         if not path or path == ":memory:":
             return None
-        return _hold_file(f"{path}.workers-lock", key, executor_id)
+        return _hold_file(path, key, executor_id)
     if url.startswith(("postgresql://", "postgres://", "postgresql+")):
         return _hold_advisory(url, key, executor_id)
     return None
@@ -88,13 +88,18 @@ second take of one is refused here."""
 _FILES_LOCK = threading.Lock()
 
 
-def _hold_file(path: str, key: int, executor_id: str) -> WorkerLock:
+def _hold_file(database: str, key: int, executor_id: str) -> WorkerLock:
     import fcntl
 
+    path = f"{database}.workers-lock"
     with _FILES_LOCK:
         fd = _FILES.get(path)
         if fd is None:
-            fd = _FILES[path] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:  # the database's own permissions, as SQLite gives its journal files
+                mode = os.stat(database).st_mode & 0o666
+            except OSError:
+                mode = 0o600
+            fd = _FILES[path] = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
         if (path, key) in _HELD:
             raise _refused(executor_id)
         try:
