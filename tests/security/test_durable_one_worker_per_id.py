@@ -183,3 +183,28 @@ def test_a_hold_lost_with_its_postgresql_session_is_taken_again(postgres_url: st
     assert not held.renew()
     other.release()
     held.release()
+
+
+def test_the_lock_file_takes_the_databases_permissions(tmp_path: Path) -> None:
+    """Workers of several users of one group share an SQLite database: its lock file must be
+    theirs as much as the database is (SQLite gives its journal files the database's mode)."""
+    from jianmu.durable._worker_lock import hold_worker_id
+
+    database = tmp_path / "shared.sqlite"
+    database.write_bytes(b"")
+    database.chmod(0o640)
+    held = hold_worker_id(f"sqlite:///{database}", "app", "A")
+    assert held is not None
+    try:
+        mode = (tmp_path / "shared.sqlite.workers-lock").stat().st_mode & 0o777
+        assert mode == 0o640 & ~_umask()
+    finally:
+        held.release()
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (``os.umask`` would, for every thread)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise AssertionError("no Umask line in /proc/self/status")
