@@ -23,6 +23,7 @@ finds the first once the request is no longer pending, as one by the whole id do
 
 from __future__ import annotations
 
+import importlib
 import logging
 import socket
 import threading
@@ -32,8 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from jianmu.errors import DurableError
 
@@ -43,6 +42,7 @@ __all__ = (
     "DecisionLedger",
     "Heartbeat",
     "WorkerRegistry",
+    "libpq_url",
     "open_tables",
     "recover_worker",
     "sqlalchemy_url",
@@ -64,6 +64,11 @@ _workers = sa.Table(
     sa.Column("started", sa.Float, nullable=False),
     sa.Column("last_seen", sa.Float, nullable=False),
 )
+
+
+def libpq_url(url: str) -> str:
+    """A DBOS PostgreSQL URL as psycopg's own ``connect`` takes it (no driver in the scheme)."""
+    return sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -101,12 +106,14 @@ class WorkerRegistry:
         self.engine_name = engine_name
         self._db = open_tables(url, _workers_metadata)
         self._autocommit = self._db.execution_options(isolation_level="AUTOCOMMIT")
+        # the dialect's own upsert, imported for that dialect only (PostgreSQL's costs ~30 ms)
+        dialect = "sqlite" if self._db.dialect.name == "sqlite" else "postgresql"
+        self._insert: Any = importlib.import_module(f"sqlalchemy.dialects.{dialect}").insert
 
     def beat(self, executor_id: str, *, started: float | None = None) -> None:
         """Record that ``executor_id`` is alive now."""
         now = time.time()
-        insert = (sqlite_insert if self._db.dialect.name == "sqlite" else postgresql_insert)
-        made = insert(_workers).values(
+        made = self._insert(_workers).values(
             executor_id=executor_id, engine=self.engine_name, host=socket.gethostname(),
             started=started or now, last_seen=now,
         )

@@ -22,7 +22,7 @@ from typing import Any
 
 from jianmu.errors import DurableError
 
-__all__ = ("WorkerLock", "hold_worker_id")
+__all__ = ("WorkerIdTaken", "WorkerLock", "hold_worker_id")
 
 
 def _key(app: str, executor_id: str) -> int:
@@ -52,8 +52,12 @@ class WorkerLock:
                 release()
 
 
-def _refused(executor_id: str) -> DurableError:
-    return DurableError(
+class WorkerIdTaken(DurableError):
+    """A live worker (if only paused) holds that executor id."""
+
+
+def _refused(executor_id: str) -> WorkerIdTaken:
+    return WorkerIdTaken(
         f"a worker with executor id {executor_id!r} is already running on this database: a "
         f"second would run its runs too, and a call could run twice. Stop that worker first, "
         f"or give this one another id (the id of a worker whose machine is gone is free "
@@ -66,7 +70,7 @@ def hold_worker_id(url: str, app: str, executor_id: str) -> WorkerLock | None:
     neither SQLite nor PostgreSQL.
 
     Raises:
-        DurableError: a live worker holds that id.
+        WorkerIdTaken: a live worker holds that id.
     """
     key = _key(app, executor_id)
     if url.startswith("sqlite:///"):
@@ -122,10 +126,9 @@ _KEEPALIVES = "-c tcp_keepalives_idle=20 -c tcp_keepalives_interval=10 -c tcp_ke
 
 
 def _hold_advisory(url: str, key: int, executor_id: str) -> WorkerLock | None:
-    from jianmu.durable._tables import sqlalchemy_url
+    from jianmu.durable._tables import libpq_url
 
-    hold = _AdvisoryHold(sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://",
-                                                     1), key)
+    hold = _AdvisoryHold(libpq_url(url), key)
     taken = hold.take()
     if taken is None:
         return None

@@ -248,7 +248,7 @@ class DurableEngine:
         log_level = _dbos_log_level()  # before anything is set up
         check_reachable(self.database_url)
         # before DBOS recovers this id's runs: a second live worker of the id is refused
-        self._worker_lock = self._hold_id()
+        self._worker_lock = self._hold_id(self.executor_id)
         _workflow.register_engine(self)
         DBOS(config={
             "name": self.name,
@@ -264,7 +264,7 @@ class DurableEngine:
         try:
             DBOS.launch()
             if self._worker_lock is None:  # a database DBOS has just made: locked now
-                self._worker_lock = self._hold_id()
+                self._worker_lock = self._hold_id(self.executor_id)
         except Exception as exc:
             DBOS.destroy()
             self._release_id()
@@ -289,18 +289,22 @@ class DurableEngine:
         self._heartbeat.start()
         self.launched = True
 
-    def _hold_id(self) -> WorkerLock | None:
-        """The lock on this worker's id (`hold_worker_id`): a second worker of the id is
-        refused, and so is a `recover` of it, while it lives."""
+    def _hold_id(self, executor_id: str) -> WorkerLock | None:
+        """The lock on ``executor_id`` (`hold_worker_id`): held by a worker for its life, so
+        a second worker of the id is refused, and so is a `recover` of it, while it lives.
+
+        Raises:
+            WorkerIdTaken: a live worker holds it.
+        """
         from jianmu.durable._worker_lock import hold_worker_id
 
         try:
-            return hold_worker_id(self.database_url, self.name, self.executor_id)
+            return hold_worker_id(self.database_url, self.name, executor_id)
         except DurableError:
             raise
         except Exception as exc:  # a driver's message may quote the URL: cleaned
             raise DurableDatabaseError(
-                f"cannot take worker id {self.executor_id!r} on {redact(self.database_url)}: "
+                f"cannot take worker id {executor_id!r} on {redact(self.database_url)}: "
                 f"{clean_error(exc, self.database_url)}") from None
 
     def _release_id(self) -> None:
@@ -682,11 +686,11 @@ class DurableEngine:
         """
         require_dbos()
         from jianmu.durable._tables import WorkerRegistry, recover_worker
-        from jianmu.durable._worker_lock import hold_worker_id
+        from jianmu.durable._worker_lock import WorkerIdTaken
 
         try:  # held while its runs are handed over: the id cannot start meanwhile
-            lock = hold_worker_id(self.database_url, self.name, worker)
-        except DurableError:
+            lock = self._hold_id(worker)
+        except WorkerIdTaken:
             raise DurableError(
                 f"worker {worker!r} is alive (it holds its id, if only paused): its runs are its "
                 f"own, and handing them over would run its calls in flight twice. Stop it "
@@ -942,9 +946,9 @@ def check_reachable(url: str) -> None:
         return
     import psycopg
 
-    from jianmu.durable._tables import sqlalchemy_url
+    from jianmu.durable._tables import libpq_url
 
-    raw = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+    raw = libpq_url(url)
     try:
         psycopg.connect(raw, connect_timeout=5).close()
     except psycopg.OperationalError as exc:

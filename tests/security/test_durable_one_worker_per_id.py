@@ -38,17 +38,10 @@ _REFUSED = "a worker with executor id 'A' is already running on this database"
 
 def _refused_start(workers: Workers, worker: str, **extra: str) -> str:
     """Start a worker that must not start: what it said on stderr as it exited non-zero."""
-    log_path = workers.tmp / f"{worker}-second.log"
-    with open(log_path, "w", encoding="utf-8") as log:
-        proc = durable.fork_server().spawn(
-            [str(durable.HERE / "worker.py")], env=workers.env(worker, **extra),
-            cwd=os.getcwd(), stderr=log.fileno(), new_session=True)
-        workers.procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert not line.startswith("ready"), "a second worker of the id started"
-        assert proc.wait(timeout=120) != 0
-    return log_path.read_text()
+    proc, line = workers.launch(worker, f"{worker}-second.log", **extra)
+    assert not line.startswith("ready"), "a second worker of the id started"
+    assert proc.wait(timeout=120) != 0
+    return (workers.tmp / f"{worker}-second.log").read_text()
 
 
 def test_a_second_worker_of_a_live_id_is_refused_and_its_call_runs_once(
@@ -161,10 +154,10 @@ def test_a_hold_lost_with_its_postgresql_session_is_taken_again(postgres_url: st
     its id again at its next beat, unless another worker took it meanwhile (then it says so)."""
     import psycopg
 
-    from jianmu.durable._tables import sqlalchemy_url
+    from jianmu.durable._tables import libpq_url
     from jianmu.durable._worker_lock import hold_worker_id
 
-    dsn = sqlalchemy_url(postgres_url).replace("postgresql+psycopg://", "postgresql://", 1)
+    dsn = libpq_url(postgres_url)
 
     def end_sessions() -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:

@@ -72,18 +72,23 @@ class Workers:
     def start(self, worker: str, **extra: str) -> Any:
         """Start a worker (forked from the pre-imported `fork_server`, in a session of its own)
         and wait until it has launched; its `subprocess.Popen`-like handle."""
-        log = open(self.tmp / f"{worker}.log", "a", encoding="utf-8")
-        self._logs.append(log)
-        proc = fork_server().spawn([str(HERE / "worker.py")], env=self.env(worker, **extra),
-                                   cwd=os.getcwd(), stderr=log.fileno(), new_session=True)
-        self.procs.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
+        proc, line = self.launch(worker, f"{worker}.log", **extra)
         if not line.startswith("ready"):
             proc.kill()
             log_text = (self.tmp / f"{worker}.log").read_text()
             raise AssertionError(f"worker {worker} did not start: {line!r}\n{log_text}")
         return proc
+
+    def launch(self, worker: str, log_name: str, **extra: str) -> tuple[Any, str]:
+        """Start a worker, its stderr in ``log_name`` (in the test's folder); its handle and
+        the first line it printed ("ready ..." once launched, empty if it exited)."""
+        log = open(self.tmp / log_name, "a", encoding="utf-8")
+        self._logs.append(log)
+        proc = fork_server().spawn([str(HERE / "worker.py")], env=self.env(worker, **extra),
+                                   cwd=os.getcwd(), stderr=log.fileno(), new_session=True)
+        self.procs.append(proc)  # killed at the end of the test whatever happens
+        assert proc.stdout is not None
+        return proc, proc.stdout.readline()
 
     def pause(self, proc: Any) -> None:
         """SIGSTOP a worker (slow, not dead: its heartbeat stops) at a moment it is inside no
