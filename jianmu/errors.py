@@ -21,6 +21,7 @@ JianmuError
 │   ├── UnknownTreeError(KeyError)       no tree of that name is registered with the engine
 │   ├── TreeInputError(ValueError)       a run's inputs do not fit the tree's input schema
 │   ├── RunNotFoundError(KeyError)       no run with that id (or no such pending approval)
+│   ├── WorkerIdTaken                    a live worker (if only paused) holds that executor id
 │   └── AlreadyDecidedError(InteractionError) a request was decided before: the first stands
 ├── ToolError
 │   ├── ToolValidationError(ValueError)  a tool definition is invalid at registration
@@ -120,6 +121,7 @@ __all__ = (
     "TreeInputError",
     "TreeMismatchError",
     "UnknownTreeError",
+    "WorkerIdTaken",
     "YAMLRefused",
     "exit_text",
     "failure_text",
@@ -280,6 +282,11 @@ class RunNotFoundError(DurableError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class WorkerIdTaken(DurableError):
+    """A live worker (if only paused) holds that executor id: a second is refused, and so is a
+    recovery of its runs."""
 
 
 class AlreadyDecidedError(DurableError, InteractionError):

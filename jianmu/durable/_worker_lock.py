@@ -20,9 +20,9 @@ import os
 import threading
 from typing import Any
 
-from jianmu.errors import DurableError
+from jianmu.errors import WorkerIdTaken
 
-__all__ = ("WorkerIdTaken", "WorkerLock", "hold_worker_id")
+__all__ = ("WorkerLock", "hold_worker_id")
 
 
 def _key(app: str, executor_id: str) -> int:
@@ -50,10 +50,6 @@ class WorkerLock:
         if release is not None:
             with contextlib.suppress(Exception):  # a dropped connection released it already
                 release()
-
-
-class WorkerIdTaken(DurableError):
-    """A live worker (if only paused) holds that executor id."""
 
 
 def _refused(executor_id: str) -> WorkerIdTaken:

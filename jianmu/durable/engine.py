@@ -39,6 +39,7 @@ from jianmu.errors import (
     RunNotFoundError,
     TreeInputError,
     UnknownTreeError,
+    WorkerIdTaken,
 )
 from jianmu.nodes.state import inputs_message
 from jianmu.runtime.context import (
@@ -686,8 +687,6 @@ class DurableEngine:
         """
         require_dbos()
         from jianmu.durable._tables import WorkerRegistry, recover_worker
-        from jianmu.durable._worker_lock import WorkerIdTaken
-
         try:  # held while its runs are handed over: the id cannot start meanwhile
             lock = self._hold_id(worker)
         except WorkerIdTaken:
