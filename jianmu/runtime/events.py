@@ -10,6 +10,7 @@ scope (``telemetry.exporter``: the CLI's commands that run trees open one), else
 from __future__ import annotations
 
 import fnmatch
+import functools
 import threading
 import time
 from asyncio import CancelledError
@@ -92,6 +93,19 @@ class _Making:
 _now = time.time
 
 
+_ROUTES_KEPT = 512
+"""Event names a bus keeps its matching handlers for (`EventBus._matching`)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _glob_matches(name: str, pattern: str) -> bool:
+    """``fnmatch.fnmatchcase``, remembered: a run's bus is new, its names and patterns not."""
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+_NOBODY: tuple[tuple[Any, ...], tuple[Any, ...]] = ((None,), ())
+"""`EventBus._all` when some pattern is not "*": a tuple no bus's handlers ever are."""
+
 _SUBSCRIBING = threading.Lock()
 """Orders the (rare) subscriptions of every bus; emitting takes no lock."""
 
@@ -115,6 +129,14 @@ class EventBus:
         # and a bus nobody listens to (most runs') holds no list and no lock of its own
         self._handlers: tuple[tuple[str, EventHandler], ...] = ()
         self._everything = False  # whether a handler takes every event ("*"): `wants` at once
+        # per event name, the handlers whose patterns match it, with the `_handlers` tuple they
+        # were picked from: a pattern is matched once per name, not on every emit and `wants`
+        # (a glob match costs ~2 µs here), and an entry picked before a (un)subscribe is told
+        # by that tuple, so a thread emitting meanwhile never leaves a stale one behind
+        self._routes: dict[str, tuple[tuple[tuple[str, EventHandler], ...],
+                                      tuple[EventHandler, ...]]] = {}
+        self._all: tuple[tuple[tuple[str, EventHandler], ...], tuple[EventHandler, ...]] = (
+            _NOBODY)
         self.readers = 0
         """Streams reading every event (`ReactiveRunner.stream`), which `asked_for` counts."""
 
@@ -122,18 +144,25 @@ class EventBus:
         """Call ``handler`` for every event whose name matches ``pattern``; return unsubscribe."""
         entry = (pattern, handler)
         with _SUBSCRIBING:
-            self._handlers = (*self._handlers, entry)
-            self._everything = self._everything or pattern == "*"
+            self._listen((*self._handlers, entry))
 
         def unsubscribe() -> None:
             with _SUBSCRIBING:
                 handlers = list(self._handlers)
                 if entry in handlers:
                     handlers.remove(entry)
-                    self._handlers = tuple(handlers)
-                    self._everything = any(p == "*" for p, _ in handlers)
+                    self._listen(tuple(handlers))
 
         return unsubscribe
+
+    def _listen(self, handlers: tuple[tuple[str, EventHandler], ...]) -> None:
+        """Take ``handlers`` as the bus's (under `_SUBSCRIBING`)."""
+        self._everything = any(p == "*" for p, _ in handlers)
+        # when every pattern is "*" (a stream, a recorder), each event goes to all of them:
+        # nothing to match, not even once per name
+        self._all = (handlers, tuple(h for _, h in handlers)) if all(
+            p == "*" for p, _ in handlers) else _NOBODY
+        self._handlers = handlers  # last: an emit that sees it finds the rest set
 
     def wants(self, name: str) -> bool:
         """Whether any handler listens for ``name`` (skip building costly fields if not)."""
@@ -142,7 +171,24 @@ class EventBus:
         handlers = self._handlers
         if not handlers:
             return False
-        return any(p == "*" or fnmatch.fnmatchcase(name, p) for p, _ in handlers)
+        return bool(self._matching(handlers, name))
+
+    def _matching(
+        self, handlers: tuple[tuple[str, EventHandler], ...], name: str
+    ) -> tuple[EventHandler, ...]:
+        """The handlers of ``handlers`` whose patterns match ``name``, in subscription order."""
+        every = self._all
+        if every[0] is handlers:
+            return every[1]
+        routes = self._routes
+        hit = routes.get(name)
+        if hit is not None and hit[0] is handlers:
+            return hit[1]
+        matched = tuple(h for p, h in handlers if p == "*" or _glob_matches(name, p))
+        if len(routes) >= _ROUTES_KEPT:  # names made up at run time: the cache stays small
+            routes.clear()
+        routes[name] = (handlers, matched)
+        return matched
 
     def asked_for(self, name: str) -> bool:
         """Whether someone reads ``name`` in particular: a stream of the run, or a handler
@@ -161,8 +207,12 @@ class EventBus:
     def _publish(
         self, handlers: tuple[tuple[str, EventHandler], ...], name: str, node: str | None,
         fields: dict[str, Any],
-    ) -> Event:
-        """Make the event and hand it to every matching handler."""
+    ) -> Event | None:
+        """Make the event and hand it to every matching handler (None, and no event made,
+        when no handler's pattern matches it)."""
+        matched = self._matching(handlers, name)
+        if not matched:
+            return None
         event: Any = _Making()  # the event made here, not in a function of its own: every event
         event.name = name
         event.run_id = self.run_id
@@ -170,12 +220,11 @@ class EventBus:
         event.timestamp = _now()
         event.fields = fields
         event.__class__ = Event
-        for pattern, handler in handlers:
-            if pattern == "*" or fnmatch.fnmatchcase(name, pattern):
-                try:
-                    handler(event)
-                except Exception:  # a broken observer must never break the run
-                    pass
+        for handler in matched:
+            try:
+                handler(event)
+            except Exception:  # a broken observer must never break the run
+                pass
         return event
 
     def bind(self, node: str) -> NodeEvents:
