@@ -8,6 +8,7 @@ apply. With one short skill the body goes into the prompt at once (``eager``).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DEFAULT_EAGER_MAX_CHARS",
+    "DEFAULT_LISTING_MAX_CHARS",
     "Disclosure",
     "LoadSkillTool",
     "base_dir_note",
@@ -33,6 +35,12 @@ Disclosure = Literal["auto", "eager", "progressive"]
 DEFAULT_EAGER_MAX_CHARS = 8000
 """Characters of prompt-skill bodies that ``auto`` still puts into the prompt whole."""
 
+DEFAULT_LISTING_MAX_CHARS = 16000
+"""Characters of the skill list's descriptions in the prompt (progressive): the skills past it
+are listed by name only, so a folder of hundreds of skills does not fill every request."""
+
+NAMES_IN_DESCRIPTION = 40
+"""Skill names ``load_skill``'s own description lists (the prompt's list has them all)."""
 
 
 def is_progressive(skills: Sequence[Skill], mode: Disclosure, max_chars: int) -> bool:
@@ -73,22 +81,41 @@ def eager_prompt(skills: Iterable[Skill]) -> str:
     return "\n\n".join(sections)
 
 
-def listing_prompt(skills: Iterable[Skill]) -> str:
-    """Names and descriptions only (a bt skill's inputs too), and how to load a skill."""
-    lines = []
+def listing_prompt(skills: Iterable[Skill], max_chars: int = DEFAULT_LISTING_MAX_CHARS) -> str:
+    """Names and descriptions only (a bt skill's inputs too), and how to load a skill.
+
+    The descriptions take at most ``max_chars`` characters, in the skills' order; the skills
+    past that are listed by name only (``load_skill`` tells what one holds)."""
+    lines: list[str] = []
+    unlisted: list[str] = []
+    used = 0
     for skill in skills:
+        if unlisted:  # the budget is spent: the rest by name, in order
+            unlisted.append(skill.name)
+            continue
         description = " ".join(skill.description.split())
         if skill.is_bt:
             from jianmu.skills.bt import describe_inputs  # the BT engine: only for a BT skill
 
             description += f" (behaviour tree: run it with run_bt_skill; inputs: " \
                            f"{describe_inputs(skill)})"
-        lines.append(f"- {skill.name}: {description}")
-    return (
+        line = f"- {skill.name}: {description}"
+        used += len(line) + 1
+        if used > max_chars:
+            unlisted.append(skill.name)
+            continue
+        lines.append(line)
+    text = (
         "## Skills\nThese skills are available. Before you use one, call load_skill with its "
         "name: it returns the skill's instructions and the list of its files, and makes the "
         "skill's tools available from your next turn.\n" + "\n".join(lines)
     )
+    if unlisted:
+        text += (
+            f"\n\n{len(unlisted)} more skills, by name only (their descriptions would make "
+            "this list too long; load_skill tells what one is for): " + ", ".join(unlisted)
+        )
+    return text
 
 
 class LoadSkillTool(Tool):
@@ -117,11 +144,26 @@ class LoadSkillTool(Tool):
     ) -> None:
         self.skills = dict(skills)
         self.load = load
+        names = list(self.skills)
+        more = len(names) - NAMES_IN_DESCRIPTION
         self.description = (
             "Load a skill: returns its instructions and the list of its files (read them with "
             "read_skill_file), and makes its tools available from the next turn. Skills: "
-            + ", ".join(self.skills)
+            + ", ".join(names[:NAMES_IN_DESCRIPTION])
+            + (f", and {more} more (the list in your instructions names them all)"
+               if more > 0 else "")
         )
+
+    def _names(self, asked: str) -> str:
+        """The skills to name to a model that asked for ``asked``: all of them, or, when they
+        are many, the closest names first and a count of the rest."""
+        names = list(self.skills)
+        if len(names) <= NAMES_IN_DESCRIPTION:
+            return ", ".join(names)
+        close = difflib.get_close_matches(str(asked), names, n=10, cutoff=0.5)
+        shown = close + [n for n in names if n not in close][:NAMES_IN_DESCRIPTION - len(close)]
+        return (f"{', '.join(shown)}, and {len(names) - len(shown)} more (the list in your "
+                "instructions names them all)")
 
     async def run(self, name: str) -> str:
         """Activate the skill ``name`` and return its body and its files.
@@ -134,9 +176,7 @@ class LoadSkillTool(Tool):
 
         skill = find_named(self.skills, name)  # 'PDF' or ' pdf' as a model may write it
         if skill is None:
-            raise ToolInputError(
-                f"no skill {name!r} here; load one of: {', '.join(self.skills)}"
-            )
+            raise ToolInputError(f"no skill {name!r} here; load one of: {self._names(name)}")
         try:
             withheld = self.load(skill)
         except ConfigError as exc:  # e.g. a workdir outside the workspace: the model is told

@@ -32,6 +32,7 @@ from jianmu.runtime.async_node import RuntimeNode
 from jianmu.runtime.context import RunContext
 from jianmu.skills.disclosure import (
     DEFAULT_EAGER_MAX_CHARS,
+    DEFAULT_LISTING_MAX_CHARS,
     Disclosure,
     LoadSkillTool,
     eager_prompt,
@@ -108,6 +109,9 @@ class SkillNodeConfig(BaseModel):
     holds several skills or the bodies exceed ``eager_max_chars``."""
     eager_max_chars: int = Field(default=DEFAULT_EAGER_MAX_CHARS, ge=0)
     """Characters of prompt-skill bodies that ``auto`` still puts into the prompt."""
+    listing_max_chars: int = Field(default=DEFAULT_LISTING_MAX_CHARS, ge=0)
+    """Characters of skill descriptions the progressive list puts into the prompt; the skills
+    past them are listed by name only."""
 
 
 class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
@@ -527,7 +531,9 @@ class SkillNode(FlattenedAgentNode):
 
     def skill_prompt(self) -> str:
         """The skills' part of the system prompt: their bodies, or their list when progressive."""
-        return listing_prompt(self.skills) if self.progressive else eager_prompt(self.skills)
+        if self.progressive:
+            return listing_prompt(self.skills, self.config.listing_max_chars)
+        return eager_prompt(self.skills)
 
     # -- progressive disclosure ------------------------------------------------------------------
     def _activate(self, skill: Skill, *, record: bool = True) -> str | None:

@@ -305,3 +305,55 @@ async def test_a_loaded_skills_shorter_timeout_counts_from_the_nodes_start(tmp_p
     skill_node = node(tmp_path, llm, "pinger", "quick", constraints=Constraints(timeout=900))
     assert (await ReactiveRunner(skill_node, state_with(), config=cfg(tmp_path)).run()).ok
     assert deadlines == pytest.approx([900, 500])  # loop time plus 900, less loop time
+
+
+async def test_a_long_skill_list_keeps_to_its_budget_and_names_every_skill(
+        tmp_path: Path) -> None:
+    """Hundreds of skills: the prompt holds the descriptions up to `listing_max_chars`, the
+    rest by name only, in order; `load_skill` loads one of those, and its own description and
+    an unknown name's error stay short."""
+    long = "Handles one kind of document in great detail. " * 19  # ~900 characters
+    names = [f"skill-{i:03d}" for i in range(300)]
+    for name in names:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: {long.strip()} ({name})\n---\nBODY OF {name}\n")
+    llm = ScriptedLLM([
+        [{"name": "load_skill", "arguments": {"name": "skill-29"}}],
+        [{"name": "load_skill", "arguments": {"name": "skill-290"}}],
+        last_tool_text,
+    ])
+    runner = ReactiveRunner(node(tmp_path, llm, *names, listing_max_chars=8000), state_with(),
+                            config=cfg(tmp_path))
+    result = await runner.run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    system = llm.requests[0].messages[0].content or ""
+    listed = [n for n in names if f"- {n}: " in system]
+    assert listed == names[:len(listed)] and 5 <= len(listed) < 10  # ~900 chars each
+    tail = system.split(f"{300 - len(listed)} more skills, by name only", 1)[1]
+    assert tail.count("skill-") == 300 - len(listed)
+    assert all(n in tail for n in names[len(listed):])
+    assert len(system) < 8000 + 300 * 12 + 1500  # descriptions kept to the budget
+    tools = {t["function"]["name"]: t["function"] for t in llm.requests[0].tools}
+    assert len(tools["load_skill"]["description"]) < 1200
+    assert "and 260 more" in tools["load_skill"]["description"]
+    unknown = last_tool_text(llm.requests[1].messages)
+    assert unknown.startswith("Error: no skill 'skill-29' here; load one of: skill-29")
+    assert unknown.endswith(", and 260 more (the list in your instructions names them all)")
+    assert len(unknown) < 1200
+    assert "BODY OF skill-290" in (runner.state.get("final_answer") or "")
+
+
+def test_a_zero_budget_lists_names_only() -> None:
+    from types import SimpleNamespace
+
+    from jianmu.skills.disclosure import listing_prompt
+
+    skills: Any = [SimpleNamespace(name=f"s{i}", description=f"does {i}", is_bt=False)
+                   for i in range(3)]
+    text = listing_prompt(skills, 0)
+    assert "- s0:" not in text and text.endswith("3 more skills, by name only (their "
+                                                  "descriptions would make this list too long; "
+                                                  "load_skill tells what one is for): s0, s1, s2")
+    assert "- s2: does 2" in listing_prompt(skills)
