@@ -8,7 +8,6 @@ apply. With one short skill the body goes into the prompt at once (``eager``).
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -160,6 +159,8 @@ class LoadSkillTool(Tool):
         names = list(self.skills)
         if len(names) <= NAMES_IN_DESCRIPTION:
             return ", ".join(names)
+        import difflib  # a long list only
+
         close = difflib.get_close_matches(str(asked), names, n=10, cutoff=0.5)
         shown = close + [n for n in names if n not in close][:NAMES_IN_DESCRIPTION - len(close)]
         return (f"{', '.join(shown)}, and {len(names) - len(shown)} more (the list in your "
