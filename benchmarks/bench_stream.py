@@ -26,7 +26,7 @@ import asyncio
 import collections
 import statistics
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from benchmarks._util import table, verdict
@@ -77,12 +77,15 @@ async def _plain(tree: Any) -> tuple[float, str]:
     return elapsed, state.get("final_answer")
 
 
-async def _streamed(tree: Any) -> tuple[float, str]:
+async def _streamed(
+    tree: Any, stream: Callable[[ReactiveRunner], AsyncIterator[Any]] = ReactiveRunner.stream,
+) -> tuple[float, str]:
+    """A run's events read as a caller reads them: the deltas joined, the last event kept."""
     state = _state()
     start = time.perf_counter()
     deltas: list[str] = []
     last: Any = None
-    async for event in ReactiveRunner(tree, state).stream():
+    async for event in stream(ReactiveRunner(tree, state)):
         if event.name == "llm.call.delta":
             deltas.append(event.fields["text"])
         last = event
@@ -123,22 +126,6 @@ async def _plainest_stream(runner: ReactiveRunner) -> AsyncGenerator[Any, None]:
     finally:
         leave()
         bus.readers -= 1
-
-
-async def _plainest(tree: Any) -> tuple[float, str]:
-    """The floor of (a): the same run read, as `_streamed` reads it, through
-    `_plainest_stream`."""
-    state = _state()
-    start = time.perf_counter()
-    deltas: list[str] = []
-    last: Any = None
-    async for event in _plainest_stream(ReactiveRunner(tree, state)):
-        if event.name == "llm.call.delta":
-            deltas.append(event.fields["text"])
-        last = event
-    elapsed = time.perf_counter() - start
-    assert last is not None and last.fields["result"].ok
-    return elapsed, "".join(deltas)
 
 
 async def _by_hand(tree: Any) -> tuple[float, str]:
@@ -182,7 +169,7 @@ async def stream_costs(runs: int = RUNS) -> dict[str, float]:
     return await _interleaved({
         "plain": lambda: _plain(plain_tree),
         "streamed": lambda: _streamed(stream_tree),
-        "plainest": lambda: _plainest(floor_tree),
+        "plainest": lambda: _streamed(floor_tree, _plainest_stream),
     }, runs)
 
 
