@@ -161,7 +161,8 @@ class LoadSkillTool(Tool):
             return ", ".join(names)
         import difflib  # a long list only
 
-        close = difflib.get_close_matches(str(asked), names, n=10, cutoff=0.5)
+        # (a name is at most 64 characters: a longer ask is cut, not compared whole)
+        close = difflib.get_close_matches(str(asked)[:100], names, n=10, cutoff=0.5)
         shown = close + [n for n in names if n not in close][:NAMES_IN_DESCRIPTION - len(close)]
         return (f"{', '.join(shown)}, and {len(names) - len(shown)} more (the list in your "
                 "instructions names them all)")
