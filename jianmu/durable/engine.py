@@ -560,8 +560,21 @@ class DurableEngine:
         await self._decide(run_id, call_id, False, reason or None)
 
     def decision(self, run_id: str, call_id: str) -> Decision | None:
-        """How request ``call_id`` of ``run_id`` was decided (from any process), if it was."""
-        return self._ledger().first(run_id, call_id)
+        """How request ``call_id`` of ``run_id`` was decided (from any process), if it was.
+
+        A call id alone names the one decided request of that call, as `approve` takes it
+        (``call_0`` for ``left/call_0``).
+
+        Raises:
+            InteractionError: ``call_id`` is a call id alone that names several decided
+                requests (their ids are listed).
+        """
+        ledger = self._ledger()
+        found = ledger.first(run_id, call_id)
+        if found is not None:
+            return found
+        named = named_request(call_id, (), (), ledger.named(run_id, call_id))
+        return None if named == call_id else ledger.first(run_id, named)
 
     def _ledger(self) -> DecisionLedger:
         if self._decisions is None:

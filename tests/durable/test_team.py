@@ -62,6 +62,10 @@ def test_two_namespaces_calls_of_one_id_are_asked_and_decided_apart(
     # both decided under one call id: the id alone names neither (never a guess)
     with pytest.raises(InteractionError, match="left/call_0, right/call_0"):
         asyncio.run(client.approve(run_id, "call_0"))
+    with pytest.raises(InteractionError, match="left/call_0, right/call_0"):
+        client.decision(run_id, "call_0")
+    left, right = client.decision(run_id, "left/call_0"), client.decision(run_id, "right/call_0")
+    assert left.approved and not right.approved
 
 
 def test_a_call_id_alone_names_its_request_again_once_decided(
@@ -100,3 +104,10 @@ def test_a_call_id_alone_names_its_request_again_once_decided(
         asyncio.run(client.approve(run_id, "call_1"))
     with pytest.raises(RunNotFoundError, match="waits for no approval 'call_2'"):
         asyncio.run(client.approve(run_id, "call_2"))
+    # how each was decided, asked as it was decided: by the call id alone, or the whole id
+    assert client.decision(run_id, "call_0") == client.decision(run_id, "left/call_0")
+    assert client.decision(run_id, "call_0").approved
+    assert client.decision(run_id, "call_0").message == "go"
+    assert client.decision(run_id, "call_1") == client.decision(run_id, "right/call_1")
+    assert not client.decision(run_id, "call_1").approved
+    assert client.decision(run_id, "call_2") is None
