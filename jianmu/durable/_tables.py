@@ -34,7 +34,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from jianmu.errors import DurableError
+from jianmu.errors import DurableError, WorkerIdTaken
 
 __all__ = (
     "APP_VERSION",
@@ -164,7 +164,7 @@ class Heartbeat:
         """This worker's hold on its id (a `WorkerLock`), taken again at each beat if the
         database dropped it."""
         self.hold = hold
-        """Takes a worker's id (a `WorkerLock`, or None), or raises `DurableError` while that
+        """Takes a worker's id (a `WorkerLock`, or None), or raises `WorkerIdTaken` while that
         worker lives: a silent worker is taken over only once it is dead."""
         self.executor_id = executor_id
         self.after_s = takeover_after_s
@@ -206,7 +206,7 @@ class Heartbeat:
             # its runs stay its own, and taking them would run its calls in flight twice
             try:
                 lock = self.hold(worker) if self.hold is not None else None
-            except DurableError:
+            except WorkerIdTaken:  # (a database error goes to `on_error`, as any beat's)
                 self._beats[worker] = (beat, now)  # looked at again after another silence
                 _log.warning("worker %s has been silent for %.0f s but is alive (it holds its "
                              "id, if only paused): its runs stay its own", worker, self.after_s)

@@ -38,8 +38,6 @@ pytestmark = pytest.mark.timeout(400)
 
 db_url = durable.db_url
 workers = durable.workers
-
-
 client = durable.client
 
 _LOST = "no longer owned by this execution"
