@@ -31,14 +31,52 @@ _STACK_PLACE = re.compile(r"^[+-][0-9]+$")
 # a process's own folder and root, as the kernel shows them: `/proc/self/cwd/secrets/key` is
 # `secrets/key` to the command that reads it (the guard's own /proc/self is another process)
 _PROC_LINK = re.compile(r"^/proc/(?:self|thread-self|[0-9]+)(?:/task/[0-9]+)?/(cwd|root)(?=/|$)")
+# links at the top of /proc, as the folders they lead to (`..` from them goes there)
+_PROC_TOP = {"self": ["self"], "thread-self": ["self", "task", "0"], "net": ["self", "net"],
+             "mounts": ["self", "mounts"]}
+# entries of a process's folder that are links: past one, `..` is not lexical
+_PROC_LINKS = frozenset({"cwd", "root", "exe"})
+
+
+def _proc_spelling(word: str) -> str:
+    """A word under ``/proc`` (or ``/dev/fd``, a link to ``/proc/self/fd``) as one spelling:
+    ``//``, ``.`` and the ``..`` that /proc's own folders undo tidied (``/proc//self/./cwd``,
+    ``/dev/fd/../cwd`` and ``/proc/net/../cwd`` are ``/proc/self/cwd``), up to a link of the
+    process (``cwd``, ``root``, ``exe``, a descriptor), past which the word is kept as given."""
+    parts = [part for part in word.split("/") if part not in ("", ".")]
+    if parts[:2] == ["dev", "fd"]:
+        parts[:2] = ["proc", "self", "fd"]
+    if parts[:1] != ["proc"]:
+        return word
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if part == "..":
+            if out:
+                out.pop()
+            continue
+        if out == ["proc"] and part in _PROC_TOP:
+            out.extend(_PROC_TOP[part])
+            continue
+        out.append(part)
+        if out[:1] != ["proc"]:
+            continue  # `/proc/..` led out of /proc: the rest is no process's
+        if part in _PROC_LINKS or (len(out) >= 2 and out[-2] == "fd"):
+            out.extend(parts[i + 1 :])
+            break
+    return "/" + "/".join(out)
 
 
 def through_proc(word: str) -> str:
     """``word`` with a leading ``/proc/self/cwd`` read as ``.`` and ``/proc/self/root`` as
-    ``/`` (also for another process or thread, which in a sandbox is the command's own)."""
+    ``/`` (also for another process or thread, which in a sandbox is the command's own, and
+    however the way there is spelt: `_proc_spelling`)."""
+    if word.startswith("/") and ("/proc" in word or "/dev/" in word):
+        word = _proc_spelling(word)
     while (found := _PROC_LINK.match(word)) is not None:
         rest = word[found.end() :]
         word = ("." if found.group(1) == "cwd" else "") + rest or "/"
+        if word.startswith("/") and ("/proc" in word or "/dev/" in word):
+            word = _proc_spelling(word)
     return word
 
 

@@ -52,6 +52,11 @@ How argument values are matched:
   does not allow ``cat docs/../secrets/key``. A form that only tidies a word (``./``, ``//``)
   changes no grant: ``s/a//`` is not a path. A word that is a URL is also matched as the
   client sends it (`url_forms`) by a rule that restricts: ``curl HTTPS://EVIL.COM`` is evil.com.
+- An argument that holds a list or an object is matched string by string, each under the name
+  of the argument or key holding it (`Rule.values_of`): a restricting rule reads each (and the
+  JSON text), a grant needs every one; a list of words given to a shell argument (an ``argv``)
+  is the command line it makes, quoted and also joined bare. An argument left out, or null, is
+  the default the tool then uses, whatever its type.
 
 **Shell rules fail closed.** A command line is *opaque* when it holds anything the matcher
 cannot prove harmless: a command word built from an expansion or substitution (``$R``,
@@ -289,25 +294,36 @@ class Rule:
     def value_of(self, call: ToolCall, tool: _Tool = None) -> tuple[str | None, str] | None:
         """The argument the pattern is matched against, as ``(argument name, text)``.
 
-        With a ``key``: that argument (non-strings as JSON); ``None`` when it is missing. Without
-        one: raw non-JSON arguments as they came; else the first required string property of
+        With a ``key``: that argument (non-strings as JSON); when it is missing, the default the
+        tool then uses, from its schema; ``None`` when it has none. Without one: raw non-JSON
+        arguments as they came; else the first required string property of
         ``tool.input_schema``; else the only string argument; else the whole arguments as JSON
         (name ``None``).
         """
+        found = self._raw_value(call, tool)
+        if found is None:
+            return None
+        name, value = found
+        return name, value if isinstance(value, str) else _json(value)
+
+    def _raw_value(self, call: ToolCall, tool: _Tool) -> tuple[str | None, Any] | None:
+        """`value_of` before a value that is not a string is written as JSON."""
         args = call.arguments
         if self.key is not None:
             if not isinstance(args, dict):
                 return None
-            if self.key not in args:
-                # the tool then uses its default (`grep_search` searches "."): match that
+            if self.key not in args or args[self.key] is None:
+                # the tool then uses its default (`grep_search` searches ".", a `dry_run`
+                # left out is False): match that; a null is "not given" to a tool
                 default = _schema_default(tool, self.key)
-                return None if default is None else (self.key, default)
-            value = args[self.key]
-            return self.key, value if isinstance(value, str) else _json(value)
+                if default is not _NO_DEFAULT:
+                    return self.key, default
+                return None if self.key not in args else (self.key, None)
+            return self.key, args[self.key]
         if isinstance(args, str):
             return None, args
         if not isinstance(args, dict):
-            return None, _json(args)
+            return None, args
         name = _schema_main_argument(tool, args)
         if name is None:
             strings = [k for k, v in args.items() if isinstance(v, str)]
@@ -315,7 +331,26 @@ class Rule:
                 (name,) = strings
         if name is not None:
             return name, args[name]
-        return None, _json(args)
+        return None, args
+
+    def values_of(
+        self, call: ToolCall, tool: _Tool = None
+    ) -> tuple[tuple[str | None, str], ...] | None:
+        """Every text an argument's value is matched as: `value_of`'s, or, for an argument
+        that holds a list or an object, each string in it (under the name of the argument or
+        key holding it: ``read_multiple_files(paths=[...])``'s each a path), and a list given
+        to a shell argument as the command line it makes (an ``argv``). ``None`` as
+        `value_of`."""
+        found = self._raw_value(call, tool)
+        if found is None:
+            return None
+        name, value = found
+        if isinstance(value, str):
+            return ((name, value),)
+        whole = (name, _json(value))
+        if name is None or not isinstance(value, (list, tuple, dict)):
+            return (whole,)
+        return tuple(dict.fromkeys(_leaves(name, value, tool))) or (whole,)
 
     def split(
         self, name: str | None, value: str, tool: _Tool = None, root: str | None = None,
@@ -436,11 +471,17 @@ class Rule:
             return False
         if self.pattern is None:
             return True
-        found = self.value_of(call, tool)
-        if found is None or (_is_shell(found[0], tool) and scan(found[1]).opaque):
+        found = self.values_of(call, tool)
+        if found is None:
             return False
-        parts = self.split(*found, tool, root, run_folder(call))
-        return all(self.match_text(part) for part in parts)
+        folder = run_folder(call)
+        for name, value in found:
+            if _is_shell(name, tool) and scan(value).opaque:
+                return False
+            if not all(self.match_text(part) for part in self.split(name, value, tool, root,
+                                                                     folder)):
+                return False
+        return True
 
     def _names_a_missing_argument(self, tool: _Tool) -> bool:
         properties = _schema_properties(tool)
@@ -468,15 +509,25 @@ class Rule:
         )
 
     def _candidates(self, call: ToolCall, tool: _Tool) -> list[tuple[str | None, str]]:
-        """The values a restricting rule looks at: the main argument, and every string
-        argument when no main argument can be told apart."""
-        found = self.value_of(call, tool)
+        """The values a restricting rule looks at: every text of the main argument (see
+        `values_of`) and its JSON, and every string argument, and each string in every
+        argument, when no main argument can be told apart."""
+        found = self.values_of(call, tool)
         if found is None:
             return []
-        candidates = [found]
-        if found[0] is None and self.key is None and isinstance(call.arguments, dict):
-            candidates += [(k, v) for k, v in call.arguments.items() if isinstance(v, str)]
-        return candidates
+        candidates = dict.fromkeys(found)
+        whole = self.value_of(call, tool)
+        if whole is not None and not _is_shell(whole[0], tool):
+            candidates[whole] = None  # a rule written on a list's JSON text still reads it
+        if whole is not None and whole[0] is None and self.key is None and isinstance(
+            call.arguments, dict
+        ):
+            for key, value in call.arguments.items():
+                if isinstance(value, str):
+                    candidates[(key, value)] = None
+                elif isinstance(value, (list, tuple, dict)):
+                    candidates.update(dict.fromkeys(_leaves(key, value, tool)))
+        return list(candidates)
 
     def opacity(self, call: ToolCall, tool: _Tool = None) -> str | None:
         """Why the shell command this argument rule looks at cannot be fully seen through.
@@ -642,11 +693,47 @@ def shell_parts(shell: ShellScan, root: str | None = None) -> list[str]:
     return list(parts) or [""]
 
 
-def _schema_default(tool: _Tool, key: str) -> str | None:
-    """The schema's default of the string argument ``key``, if it has one."""
+_NO_DEFAULT: Any = object()
+
+
+def _schema_default(tool: _Tool, key: str) -> Any:
+    """The schema's default of the argument ``key`` (any JSON value), or `_NO_DEFAULT`."""
     spec = (_schema_properties(tool) or {}).get(key)
-    default = spec.get("default") if isinstance(spec, dict) else None
-    return default if isinstance(default, str) else None
+    return spec["default"] if isinstance(spec, dict) and "default" in spec else _NO_DEFAULT
+
+
+_LEAVES_KEPT = 1000
+"""How many strings of one argument a rule reads one by one (past them, its JSON text only,
+and a grant needs every one: see `_leaves`)."""
+
+
+def _leaves(name: str, value: Any, tool: _Tool) -> list[tuple[str | None, str]]:
+    """Each string in ``value`` (a list or an object, nested), under the name of the argument
+    or key that holds it, other scalars as JSON; a list of plain words given to a shell
+    argument is the command line it makes, quoted word by word and joined as a shell would
+    read it unquoted (a tool may run either). Past `_LEAVES_KEPT` strings, one more text that
+    no pattern but ``*`` matches keeps a grant from covering what was not read."""
+    if isinstance(value, (list, tuple)) and _is_shell(name, tool) and all(
+        isinstance(word, (str, int, float)) and not isinstance(word, bool) for word in value
+    ):
+        import shlex
+
+        words = [str(word) for word in value]
+        return [(name, shlex.join(words)), (name, " ".join(words))]
+    found: list[tuple[str | None, str]] = []
+    stack: list[tuple[str, Any]] = [(name, value)]
+    while stack:
+        key, item = stack.pop()
+        if len(found) >= _LEAVES_KEPT:
+            found.append((name, "\x00" + _json(value)))
+            break
+        if isinstance(item, dict):
+            stack.extend((str(k), v) for k, v in reversed(item.items()))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((key, v) for v in reversed(item))
+        else:
+            found.append((key, item if isinstance(item, str) else _json(item)))
+    return found
 
 
 def _schema_properties(tool: _Tool) -> dict[str, Any] | None:

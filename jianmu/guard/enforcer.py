@@ -260,18 +260,20 @@ class ToolPolicyChecker(BaseChecker):
         A name rule covers everything; argument rules looking at the same argument pool
         their parts, so each command of ``git status | head`` may be allowed by its own rule.
         """
-        pools: dict[tuple[str | None, str], tuple[list[str], set[int], list[Rule]]] = {}
+        pools: dict[tuple[tuple[str | None, str], ...], tuple[list[str], set[int], list[Rule]]] = {}
         for rule, policy in self.rules:
             if policy != "allow" or not rule.applies_to(call.name):
                 continue
             if rule.is_name_rule:
                 return [rule]
-            found = rule.value_of(call, tool)
+            found = rule.values_of(call, tool)
             if found is None:
                 continue
-            parts, covered, rules = pools.setdefault(
-                found, (rule.split(*found, tool, root, run_folder(call)), set(), [])
-            )
+            parts, covered, rules = pools.setdefault(found, (
+                [part for value in found for part in rule.split(*value, tool, root,
+                                                                 run_folder(call))],
+                set(), [],
+            ))
             hit = {i for i, part in enumerate(parts) if rule.match_text(part)}
             if hit:
                 covered.update(hit)
