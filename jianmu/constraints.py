@@ -184,6 +184,14 @@ SANDBOX_DEFAULTS: dict[str, SandboxDefaults] = {
 _M = TypeVar("_M", bound=BaseModel)
 
 
+def _rule_identity(key: str) -> tuple[str, str]:
+    """A ``tool_policy`` key as the rule it is: the tool's name in lower case (names compare
+    so), and its argument pattern, ``*`` being none."""
+    name, paren, rest = key.partition("(")
+    inner = rest.rstrip().removesuffix(")").strip() if paren else ""
+    return name.strip().lower(), "" if inner == "*" else inner
+
+
 def stricter_policy(*policies: Policy | None) -> Policy | None:
     """Return the strictest of the given policies, ignoring ``None``."""
     given = [p for p in policies if p is not None]
@@ -558,8 +566,15 @@ class GuardConstraints(_Strict):
         return list(dict.fromkeys(_registered("checker", "guard.checkers", v) for v in value))
 
     def policy_for(self, key: str) -> Policy | None:
-        """This layer's policy for a rule key: the explicit rule, else ``default_policy``."""
-        return self.tool_policy.get(key, self.default_policy)
+        """This layer's policy for a rule key: the explicit rule (written in any case or
+        spacing: ``Read_File`` is ``read_file``, ``bash(*)`` is ``bash``), else
+        ``default_policy``."""
+        found = self.tool_policy.get(key)
+        if found is not None:
+            return found
+        same = _rule_identity(key)
+        alike = [p for k, p in self.tool_policy.items() if _rule_identity(k) == same]
+        return stricter_policy(*alike) if alike else self.default_policy
 
     def without_allow(self) -> GuardConstraints:
         """This layer without its ``allow`` rules and ``default_policy: allow``.

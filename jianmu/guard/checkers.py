@@ -316,6 +316,15 @@ def _alias_groups() -> dict[str, frozenset[str]]:
     return {name: frozenset(group) for group in groups.values() for name in group}
 
 
+def _granted_names(name: str) -> frozenset[str]:
+    """The tools an allow rule written for ``name`` (lower-cased) grants: that name, and the
+    built-in it is an alias of (``file_read: allow`` is ``read_file``'s too). Never a tool of
+    the run's own named like one of the built-in's aliases (a custom ``web_search``): a grant
+    for the built-in is not one for it, while a rule that restricts covers every name."""
+    target = builtin_aliases().get(name)
+    return frozenset({name}) if target is None else frozenset({name, target.lower()})
+
+
 def _check_rule_name(where: str, key: str, name: str) -> None:
     """Refuse a rule for a name no tool can have: it would match nothing, silently."""
     if not is_tool_name(name):

@@ -51,6 +51,7 @@ from jianmu.guard.checkers import (
     RateLimitChecker,
     _alias_groups,
     _check_rule_name,
+    _granted_names,
     tool_permission,
 )
 from jianmu.runtime.context import ApprovalRequest, RunContext
@@ -117,8 +118,9 @@ class ToolPolicyChecker(BaseChecker):
        instead — deny where nobody can answer. With no argument rule for ``t`` (plain
        ``bash: allow``) nothing needs seeing through and the allow stands.
 
-    A rule naming a built-in by an alias covers the tool under every name
-    (``file_read: deny`` denies ``read_file``). Path arguments are resolved against the
+    A rule naming a built-in by an alias covers the tool under every name (``file_read: deny``
+    denies ``read_file``), but an allow rule never grants a tool of the run's own named like
+    one of the built-in's aliases (a custom ``web_search``). Path arguments are resolved against the
     workspace root — the checker's ``workspace``, else the run's ``execution.workdir``, else
     `current_workspace()` — so a rule sees the file the tool will really touch.
     """
@@ -155,7 +157,10 @@ class ToolPolicyChecker(BaseChecker):
             except ConfigError as exc:
                 raise ConfigError(f"guard.tool_policy: {exc}") from None
             _check_rule_name("guard.tool_policy", key, key.split("(", 1)[0].strip())
-            names = groups.get(rule.tool, frozenset()) - {rule.tool}
+            # a grant covers the built-in an alias names, never a tool of the run's own named
+            # like one of its aliases; a restriction holds under every name of the built-in
+            names = (_granted_names(rule.tool) if checked == "allow" else groups.get(
+                rule.tool, frozenset())) - {rule.tool}
             rules.append((dataclasses.replace(rule, aliases=names), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
         # only argument rules look at paths: without one, no call needs the workspace root

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -58,6 +59,7 @@ from jianmu.runtime.events import (
     get_tracer,
     span,
 )
+from jianmu.state import StateManager
 from jianmu.tools.calls import ToolCall, ToolResult, render_output, shown_name
 from jianmu.tools.registry import ToolSet
 
@@ -199,7 +201,12 @@ def build_mcp_server(
     workspace = runner.workspace
     policy = ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace)
     enforcer = GuardEnforcer.from_guard_constraints(guard, workspace=workspace)
-    ledger = GuardLedger()  # this server's calls, for max_tool_calls and the rate limits
+    # this server's calls, for max_tool_calls and the rate limits, in a state of its own that
+    # each call's tool gets (injected by declaration, under a namespace of the call's): a BT
+    # skill's tool steps count in it too (`ledger_view`), not in a fresh ledger per skill run
+    counts = StateManager()
+    counts.replace({"guard_ledger": GuardLedger()})
+    call_numbers = itertools.count()
     roles = frozenset(str(r).lower() for r in user_roles)
     served = served_tools(toolset, guard=guard, user_roles=roles)
     listing = [types.Tool.model_validate(_descriptor(t)) for t in served]
@@ -232,7 +239,6 @@ def build_mcp_server(
         return types.ListToolsResult(tools=list(listing))
 
     async def call_tool(_ctx: Any, params: Any) -> Any:
-        nonlocal ledger
         found = chosen.get(params.name) if isinstance(params.name, str) else None
         if found is None:
             known = ", ".join(t.name for t in served) or "none"
@@ -250,6 +256,7 @@ def build_mcp_server(
                 "this MCP server cannot ask for it; approve it by allowing the tool in the "
                 f"config's guard.tool_policy (e.g. {found.name}: allow)"
             )
+        ledger = GuardLedger.of(counts.get("guard_ledger"))
         decision = enforcer.check(
             "tool_call",
             GuardContext(
@@ -265,15 +272,20 @@ def build_mcp_server(
         if not decision.allowed:  # anything but ALLOW refuses: a kind added later included
             return _error(f"tool {found.name!r} refused by the guard: {decision.reason}")
         # counted before the await: a concurrent call sees it (nothing awaits in between)
-        ledger = ledger.after([found.name], enforcer.clock(),
-                              timed=enforcer.rate_limited(found.name))
+        counts.replace({"guard_ledger": ledger.after(
+            [found.name], enforcer.clock(), timed=enforcer.rate_limited(found.name))})
+        scope = f"mcp_call.{next(call_numbers)}"
         # only a tool that declares a run-context parameter gets it (injection by declaration)
         attributes = {GEN_AI_OPERATION_NAME: "execute_tool", GEN_AI_TOOL_NAME: found.name,
                       GEN_AI_TOOL_TYPE: "function"}  # never its arguments nor result
         async with runners.runner_for(_ctx.request) as client_runner:
             with span(run_context.tracer, f"execute_tool {found.name}", attributes) as current:
-                result = await chosen.execute(found.name, args, runner=client_runner,
-                                              injected={"ctx": run_context})
+                try:
+                    result = await chosen.execute(
+                        found.name, args, runner=client_runner,
+                        injected={"ctx": run_context, "state": counts.scope(scope)})
+                finally:
+                    counts.clear_namespace(scope)
                 if not result.ok:
                     failed(current, "_OTHER")
         # the configured tool-output guardrails, as for a model of our own: the client's

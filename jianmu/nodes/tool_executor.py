@@ -940,11 +940,14 @@ class ToolExecutor(AsyncNode):
 
     def _counted(self, ledger: GuardLedger, ran: list[_Record]) -> GuardLedger:
         """``ledger`` plus the calls that ran, each at the time it finished."""
-        enforcer = self._enforcer
+        # the guard as it now stands: a `load_skill` in this batch may have tightened the
+        # constraints and dropped the one built before (`reset_for_run`), and a call it
+        # rate-limits must still be timed, or the next batch's check would not see it
+        enforcer = self._enforcer or self._guard(self.effective_constraints)
         untimed: list[str] = []
         for r in ran:
             # call times matter only under a rate limit
-            if enforcer is not None and enforcer.rate_limited(r.call.name):
+            if enforcer.rate_limited(r.call.name):
                 ledger = ledger.after([r.call.name], r.at, timed=True)
             else:
                 untimed.append(r.call.name)
