@@ -11,15 +11,18 @@ be decoded, was answered and billed: it is never sent again, neither by our retr
 SDK's (`broke_off`). An error status is a refusal, which bills nothing, whatever became of its
 body: the body is read with the status, inside the HTTP client's own send, so that a body cut
 short, stalled or undecodable fails as the request's transport does, streamed or not, and is
-the status's error (`refused_unread`), retried as any refusal of that status. An event stream
-whose body ended cleanly on an event with no blank line after it keeps that event when its
-data is whole JSON (`last_event_kept`); a body that goes on after its reply's end is read for a
-moment, to keep its connection, and not waited on (`drained`).
+the status's error (`refused_unread`), retried as any refusal of that status. An event stream's
+body reaches the SDK's decoder as valid UTF-8, a byte that is not decoded as U+FFFD as the
+event-stream standard says, and, when it ended cleanly on an event with no blank line after
+it, with that event kept when its data is whole JSON (`last_event_kept`); a body that goes on
+after its reply's end is read for a moment, to keep its connection, and not waited on
+(`drained`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import functools
 import importlib
@@ -245,13 +248,17 @@ async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
 
 def last_event_kept(stream: Any) -> None:
     """Have ``stream`` (the SDK's event stream, not read yet) give the last event of a body
-    that ended cleanly without the blank line that ends an event, when its data is whole JSON.
+    that ended cleanly without the blank line that ends an event, when its data is whole JSON;
+    and read its body as UTF-8 with each byte that is not one decoded as U+FFFD.
 
     The SDKs' decoders drop such an event, as the event-stream standard says of one cut off;
     but servers and proxies that end their stream so (no ``[DONE]``, no trailing blank line)
     sent it whole, and it is the one with the finish reason or ``message_stop``: the reply,
     answered and billed, was lost as incomplete. Data that is not whole JSON stays dropped (a
-    stream cut off mid-event), and a body that broke off gets no end at all."""
+    stream cut off mid-event), and a body that broke off gets no end at all. The decoders
+    decode each line strictly: half a character (older llama.cpp builds streamed a character
+    split between two tokens) failed the reply with a bare ``UnicodeDecodeError``, where the
+    standard decodes it as a replacement character and reads on."""
     response = getattr(stream, "response", None)
     read = getattr(stream, "_iter_events", None)
     if response is None or read is None:  # an SDK that reads its events otherwise
@@ -261,10 +268,14 @@ def last_event_kept(stream: Any) -> None:
 
     async def with_end(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
         nonlocal ended
+        # incremental: a character split between two chunks is whole again, not replaced
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         async for chunk in body(*args, **kwargs):
-            yield chunk
+            yield utf8.decode(chunk).encode()
         ended = True  # cleanly: what the decoders still hold is the server's last event
-        yield b"\n\n"  # a blank line (after a CR too: the first LF may end a CRLF)
+        # a blank line (after a CR too: the first LF may end a CRLF), after the half character
+        # the body may have ended on
+        yield utf8.decode(b"", final=True).encode() + b"\n\n"
 
     async def events() -> AsyncIterator[Any]:
         async for sse in read():

@@ -45,6 +45,7 @@ from jianmu.llm.provider import (
     check_common,
     close_stream,
     not_json,
+    not_utf8,
     read_wait,
     replayed,
     reply_id,
@@ -433,6 +434,8 @@ class AnthropicProvider(SDKProvider):
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
             raise not_json(where, exc, self._secrets) from exc
+        except UnicodeDecodeError as exc:  # a whole body (a stream is read with U+FFFD)
+            raise not_utf8(where, exc, self._secrets) from exc
         except Exception as exc:
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):

@@ -52,6 +52,7 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     not_json,
+    not_utf8,
     read_wait,
     replayed,
     reply_id,
@@ -284,6 +285,8 @@ class OpenAIProvider(SDKProvider):
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
             raise not_json(where, exc, self._secrets) from exc
+        except UnicodeDecodeError as exc:  # a whole body (a stream is read with U+FFFD)
+            raise not_utf8(where, exc, self._secrets) from exc
 
     def _refused(self, status: int, said: str, body: Any, headers: Any) -> LLMError:
         """The error of an error ``status`` (``said``: the server's message), transient when
