@@ -6,17 +6,23 @@ restart) in the moment the client reuses it: the request goes out and the close 
 with not a byte of answer. Nothing was answered, so nothing was billed: the request is sent
 again on a new connection, whatever the provider's retries (`unanswered`, `resent_once`); a
 new connection that the server drops so is a failing server, left to the retries. A request
-whose answer had begun (its status line came) and then broke off, or whose body could not be
-decoded, was answered and billed: it is never sent again, neither by our retries nor by the
-SDK's (`broke_off`). An event stream whose body ended cleanly on an event with no blank line
-after it keeps that event when its data is whole JSON (`last_event_kept`); a body that goes
-on after its reply's end is read for a moment, to keep its connection, and not waited on
+whose answer had begun (its success status came) and then broke off, or whose body could not
+be decoded, was answered and billed: it is never sent again, neither by our retries nor by the
+SDK's (`broke_off`). An error status is a refusal, which bills nothing, whatever became of its
+body: the body is read with the status, inside the HTTP client's own send, so that a body cut
+short, stalled or undecodable fails as the request's transport does, streamed or not, and is
+the status's error (`refused_unread`), retried as any refusal of that status. An event stream's
+body reaches the SDK's decoder as valid UTF-8, a byte that is not decoded as U+FFFD as the
+event-stream standard says, and, when it ended cleanly on an event with no blank line after
+it, with that event kept when its data is whole JSON (`last_event_kept`); a body that goes on
+after its reply's end is read for a moment, to keep its connection, and not waited on
 (`drained`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import functools
 import importlib
@@ -24,16 +30,18 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from jianmu.errors import LLMTransientError
 from jianmu.llm.in_flight import request_answered, request_sent, request_starts
 
-__all__ = ("broke_off", "drained", "http_client", "last_event_kept", "read_ahead", "read_failed",
-           "resent_once", "silent", "timed_out", "told", "unanswered")
+__all__ = ("Refusal", "broke_off", "drained", "http_client", "last_event_kept", "read_ahead",
+           "read_failed", "refused_unread", "resent_once", "silent", "timed_out", "told",
+           "unanswered")
 
 _T = TypeVar("_T")
-_ANSWERED = "jianmu.answered"
+_ANSWERED = "jianmu.answered"  # a success status came: answered, and billed
+_HEARD = "jianmu.heard"  # a status line came (its status and headers): not unanswered
 _FRESH = "jianmu.fresh_connection"
 # What the HTTP client raises when a connection closes or resets under a request it sent.
 _BROKEN = frozenset({"RemoteProtocolError", "ReadError", "WriteError"})
@@ -62,12 +70,21 @@ async def _sending(request: Any) -> None:
 
 
 async def _heard(response: Any) -> None:
-    """Mark the request of a response whose status line came: it was answered."""
-    response.request.extensions[_ANSWERED] = True
+    """Mark the request of a response whose status line came: heard, and answered (billed)
+    when its status is a success; an error status's body is read here, with the status."""
+    extensions = response.request.extensions
+    extensions[_HEARD] = (response.status_code, response.headers)
     request_answered(response.is_success, response.status_code)
     if response.is_success:
+        extensions[_ANSWERED] = True
         # the SDKs' own retries obey this header when reading the answer then fails
         response.headers["x-should-retry"] = "false"
+    elif response.is_error:
+        # Read inside the client's send, not later by the SDK: a streamed request's error body
+        # that broke off or stalled escaped the SDK as the client's bare error (it reads it
+        # outside its own mapping), so a refusal that billed nothing was neither retried nor
+        # passed over; here it fails as the request's transport does (`refused_unread`).
+        await response.aread()
 
 
 def http_client(sdk: Any, given: Any = None) -> Any:
@@ -139,8 +156,8 @@ def _noted(exc: BaseException, key: str) -> bool:
 
 def broke_off(exc: BaseException) -> bool:
     """Whether ``exc`` is the HTTP client's failure (a reset, a close, a timeout, a body it
-    could not decode) under an answer the server had begun: answered and billed, so never to
-    be asked again."""
+    could not decode) under an answer the server had begun with a success status: answered
+    and billed, so never to be asked again (an error status billed nothing)."""
     return any(_transport(error) for error in _chain(exc)) and _noted(exc, _ANSWERED)
 
 
@@ -186,7 +203,36 @@ def unanswered(exc: BaseException) -> bool:
     connection or a new connection the server dropped (a server failing, not a stale one)."""
     return any(type(error).__name__ in _BROKEN and _transport(error)
                for error in _chain(exc)) and not (
-        _noted(exc, _ANSWERED) or _noted(exc, _FRESH))
+        _noted(exc, _HEARD) or _noted(exc, _FRESH))
+
+
+class Refusal(NamedTuple):
+    """An error status whose body could not be read (`refused_unread`)."""
+
+    status: int
+    headers: Any  # the response's headers (a ``Retry-After``...)
+    said: str  # what became of its body, in place of the server's message
+
+
+def refused_unread(exc: BaseException, timeout: float) -> Refusal | None:
+    """The error status of ``exc``, the HTTP client's failure to read (cut short, stalled,
+    undecodable) the body of an answer whose error status came: a refusal, which billed
+    nothing; ``None`` when ``exc`` is no such failure."""
+    if not any(_transport(error) for error in _chain(exc)):
+        return None
+    for error in _chain(exc):
+        extensions = getattr(getattr(error, "request", None), "extensions", None)
+        heard = extensions.get(_HEARD) if isinstance(extensions, dict) else None
+        if heard is not None and heard[0] >= 400:
+            if timed_out(exc):
+                said = f"no byte of its body came for {timeout:g}s"
+            else:
+                cause = next((e for e in _chain(exc) if _transport(e)), exc)
+                how = ("could not be decoded" if type(cause).__name__ == "DecodingError"
+                       else "broke off")
+                said = f"its body {how}: {told(cause)}"
+            return Refusal(heard[0], heard[1], said)
+    return None
 
 
 async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
@@ -202,13 +248,17 @@ async def resent_once(attempt: Callable[[], Awaitable[_T]]) -> _T:
 
 def last_event_kept(stream: Any) -> None:
     """Have ``stream`` (the SDK's event stream, not read yet) give the last event of a body
-    that ended cleanly without the blank line that ends an event, when its data is whole JSON.
+    that ended cleanly without the blank line that ends an event, when its data is whole JSON;
+    and read its body as UTF-8 with each byte that is not one decoded as U+FFFD.
 
     The SDKs' decoders drop such an event, as the event-stream standard says of one cut off;
     but servers and proxies that end their stream so (no ``[DONE]``, no trailing blank line)
     sent it whole, and it is the one with the finish reason or ``message_stop``: the reply,
     answered and billed, was lost as incomplete. Data that is not whole JSON stays dropped (a
-    stream cut off mid-event), and a body that broke off gets no end at all."""
+    stream cut off mid-event), and a body that broke off gets no end at all. The decoders
+    decode each line strictly: half a character (older llama.cpp builds streamed a character
+    split between two tokens) failed the reply with a bare ``UnicodeDecodeError``, where the
+    standard decodes it as a replacement character and reads on."""
     response = getattr(stream, "response", None)
     read = getattr(stream, "_iter_events", None)
     if response is None or read is None:  # an SDK that reads its events otherwise
@@ -218,10 +268,14 @@ def last_event_kept(stream: Any) -> None:
 
     async def with_end(*args: Any, **kwargs: Any) -> AsyncIterator[bytes]:
         nonlocal ended
+        # incremental: a character split between two chunks is whole again, not replaced
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         async for chunk in body(*args, **kwargs):
-            yield chunk
+            yield utf8.decode(chunk).encode()
         ended = True  # cleanly: what the decoders still hold is the server's last event
-        yield b"\n\n"  # a blank line (after a CR too: the first LF may end a CRLF)
+        # a blank line (after a CR too: the first LF may end a CRLF), after the half character
+        # the body may have ended on
+        yield utf8.decode(b"", final=True).encode() + b"\n\n"
 
     async def events() -> AsyncIterator[Any]:
         async for sse in read():

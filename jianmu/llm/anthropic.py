@@ -22,6 +22,7 @@ from jianmu.llm._http import (
     drained,
     http_client,
     last_event_kept,
+    refused_unread,
     resent_once,
     silent,
     timed_out,
@@ -44,6 +45,7 @@ from jianmu.llm.provider import (
     check_common,
     close_stream,
     not_json,
+    not_utf8,
     read_wait,
     replayed,
     reply_id,
@@ -391,12 +393,8 @@ class AnthropicProvider(SDKProvider):
         tries = "" if midstream else (
             f" after {self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
         )
-        try:
-            yield
-        except anthropic.APIStatusError as exc:
-            status = exc.status_code
-            kind = _error_type(exc)
-            said = server_message(exc, *self._secrets)
+
+        def refused(status: int, kind: str, said: str) -> LLMError:
             if midstream:  # an ``error`` event in a stream that had started (HTTP 200)
                 # a gateway's error event may give no kind: its message alone, not ": ..."
                 text = f"the stream from {where} failed midway: " + (
@@ -409,8 +407,17 @@ class AnthropicProvider(SDKProvider):
                 error = LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, ""))
             if not midstream:  # an error event in a stream came with the stream's 200
                 error.status_code = status
-            raise error from exc
+            return error
+
+        try:
+            yield
+        except anthropic.APIStatusError as exc:
+            raise refused(exc.status_code, _error_type(exc),
+                          server_message(exc, *self._secrets)) from exc
         except anthropic.APIConnectionError as exc:
+            unread = refused_unread(exc, self.timeout)
+            if unread is not None:  # an error status whose body could not be read
+                raise refused(unread.status, "", unread.said) from exc
             cause = exc.__cause__ or exc
             if timed_out(exc) or isinstance(exc, anthropic.APITimeoutError):  # no byte came
                 raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))
@@ -427,6 +434,8 @@ class AnthropicProvider(SDKProvider):
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or an event the SDK could not parse
             raise not_json(where, exc, self._secrets) from exc
+        except UnicodeDecodeError as exc:  # a whole body (a stream is read with U+FFFD)
+            raise not_utf8(where, exc, self._secrets) from exc
         except Exception as exc:
             # The SDK does not wrap a connection that breaks while a stream is being read.
             if not midstream or not _is_transport_error(exc):

@@ -26,6 +26,7 @@ from jianmu.llm._http import (
     drained,
     http_client,
     last_event_kept,
+    refused_unread,
     silent,
     timed_out,
     told,
@@ -51,6 +52,7 @@ from jianmu.llm.provider import (
     Usage,
     check_common,
     not_json,
+    not_utf8,
     read_wait,
     replayed,
     reply_id,
@@ -257,27 +259,15 @@ class OpenAIProvider(SDKProvider):
         try:
             yield
         except openai.APIStatusError as exc:
-            status = exc.status_code
-            text = f"HTTP {status} from {where}: {server_message(exc, *self._secrets)}"
-            if status == 429 and _out_of_quota(exc.body):
-                # transient for a `FallbackLLM` (another model, another account may answer),
-                # but asking this one again only waits: no retry
-                error: LLMError = LLMTransientError(
-                    text + " (the account is out of quota: not asked again)")
-                error.ask_again = False  # type: ignore[attr-defined]
-            elif status in TRANSIENT_STATUSES or status >= 500:
-                error = LLMTransientError(text)
-                error.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
-            else:
-                error = LLMError(text + _STATUS_HINTS.get(status, "") + _unversioned_hint(
-                    status, self.base_url))
-            error.status_code = status
-            raise error from exc
-        except openai.APITimeoutError as exc:
-            raise LLMTransientError(silent(where, self.timeout, begun=broke_off(exc))) from exc
-        except openai.APIConnectionError as exc:
+            raise self._refused(exc.status_code, server_message(exc, *self._secrets),
+                                exc.body, exc.response.headers) from exc
+        except openai.APIConnectionError as exc:  # its timeout too
+            refused = refused_unread(exc, self.timeout)
+            if refused is not None:  # an error status whose body could not be read
+                raise self._refused(refused.status, refused.said, None,
+                                    refused.headers) from exc
             cause = exc.__cause__ or exc
-            if timed_out(exc):  # a read that timed out after the status line came
+            if isinstance(exc, openai.APITimeoutError) or timed_out(exc):
                 raise LLMTransientError(
                     silent(where, self.timeout, begun=broke_off(exc))) from exc
             if broke_off(exc):  # never sent again: the server answered, and billed it
@@ -295,6 +285,27 @@ class OpenAIProvider(SDKProvider):
             raise LLMError(f"{where}: {server_message(exc, *self._secrets)}") from exc
         except json.JSONDecodeError as exc:  # a body or a chunk the SDK could not parse
             raise not_json(where, exc, self._secrets) from exc
+        except UnicodeDecodeError as exc:  # a whole body (a stream is read with U+FFFD)
+            raise not_utf8(where, exc, self._secrets) from exc
+
+    def _refused(self, status: int, said: str, body: Any, headers: Any) -> LLMError:
+        """The error of an error ``status`` (``said``: the server's message), transient when
+        asking again may help."""
+        text = f"HTTP {status} from {self.base_url} (model {self.model!r}): {said}"
+        if status == 429 and _out_of_quota(body):
+            # transient for a `FallbackLLM` (another model, another account may answer), but
+            # asking this one again only waits: no retry
+            error: LLMError = LLMTransientError(
+                text + " (the account is out of quota: not asked again)")
+            error.ask_again = False  # type: ignore[attr-defined]
+        elif status in TRANSIENT_STATUSES or status >= 500:
+            error = LLMTransientError(text)
+            error.retry_after = _retry_after(headers)  # type: ignore[attr-defined]
+        else:
+            error = LLMError(text + _STATUS_HINTS.get(status, "") + _unversioned_hint(
+                status, self.base_url))
+        error.status_code = status
+        return error
 
     async def _with_retries(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``attempt``, retrying transient failures with backoff; one failure on a
@@ -683,11 +694,11 @@ def _out_of_quota(body: Any) -> bool:
     return "insufficient_quota" in (error.get("code"), error.get("type"))
 
 
-def _retry_after(exc: Any) -> float | None:
-    """Seconds the server asked to wait: ``retry-after-ms`` (OpenAI's, Azure's), or
-    ``Retry-After`` in seconds or as an HTTP date; ``None`` when it said nothing usable."""
-    response = getattr(exc, "response", None)
-    headers = response.headers if response is not None else {}
+def _retry_after(headers: Any) -> float | None:
+    """Seconds the server asked to wait, by its response's ``headers``: ``retry-after-ms``
+    (OpenAI's, Azure's), or ``Retry-After`` in seconds or as an HTTP date; ``None`` when it
+    said nothing usable."""
+    headers = {} if headers is None else headers
     seconds: float | None = None
     try:
         if headers.get("retry-after-ms") is not None:

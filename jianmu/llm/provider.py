@@ -633,6 +633,19 @@ def not_json(where: str, exc: json.JSONDecodeError, secrets: tuple[str, ...] = (
                     f"{exc.pos}): {shown}")
 
 
+def not_utf8(where: str, exc: UnicodeDecodeError, secrets: tuple[str, ...] = ()) -> LLMError:
+    """The error for a body that is not UTF-8, as JSON must be (a server that cut a character
+    in two): where, and the text around the first byte that is not, its bytes shown as U+FFFD;
+    ``secrets`` taken out of the text before it is cut."""
+    raw = bytes(exc.object)
+    before = _without(raw[:exc.start].decode("utf-8", "replace"), secrets)
+    after = _without(raw[exc.start:].decode("utf-8", "replace"), secrets)
+    shown = ("..." if len(before) > 100 else "") + repr(before[-100:] + after[:100]) + (
+        "..." if len(after) > 100 else "")
+    return LLMError(f"{where} answered with a body that is not UTF-8 ({exc.reason} at byte "
+                    f"{exc.start}): {shown}")
+
+
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -730,7 +743,7 @@ class SDKProvider(BaseLLMProvider):
         ``text/plain``) is one too.
 
         Raises:
-            LLMError: the body is not JSON.
+            LLMError: the body is not JSON, or not UTF-8.
         """
         response = getattr(stream, "response", None)
         if response is None:
@@ -746,6 +759,8 @@ class SDKProvider(BaseLLMProvider):
             await stream.close()
         try:
             return json.loads(text)
+        except UnicodeDecodeError as exc:
+            raise not_utf8(self.base_url, exc, self._secrets) from exc
         except ValueError as exc:
             raise unreadable(self.base_url, "text that is not JSON", text) from exc
 

@@ -1,6 +1,8 @@
 """Connections that break, on the real keep-alive server: a kept-alive connection the server
 closed between turns is sent on again at once (nothing was answered), whatever the retries;
-an answer that broke off midway is never asked again (the server answered, and billed it)."""
+an answer that broke off midway is never asked again (the server answered, and billed it); an
+error status whose body broke off, stalled or could not be decoded is the refusal it said
+(nothing billed), retried as any."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from jianmu import AgentState, ReactiveRunner, StateManager, create_react_node
 from jianmu.errors import LLMError, LLMTransientError
 from jianmu.llm import AnthropicProvider, OpenAIProvider
 from jianmu.llm.provider import SDKProvider
-from tests.support.model_server import MODES, Drop, ModelServer, Raw
+from tests.support.model_server import MODES, Drop, ModelServer, Raw, Stall
 
 
 def provider(server: ModelServer, api: str, retries: int) -> SDKProvider:
@@ -125,3 +127,51 @@ def test_an_answer_that_cannot_be_decoded_is_never_asked_again(
         asyncio.run(llm.complete([{"role": "user", "content": "hi"}]))
     assert len(server.requests) == 1
     assert asyncio.run(llm.complete([{"role": "user", "content": "hi"}])).text == "Back again."
+
+
+async def _asked(llm: SDKProvider, stream: bool) -> Any:
+    messages = [{"role": "user", "content": "hi"}]
+    if stream:
+        return [e async for e in llm.stream(messages)][-1].response
+    return await llm.complete(messages)
+
+
+_OVERLOADED = {"type": "error", "error": {"type": "overloaded_error",
+                                          "message": "Overloaded, please try again"}}
+
+
+@pytest.mark.parametrize("body", ["cut", "not-gzip"])
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_an_error_status_whose_body_broke_off_is_retried(
+    server: ModelServer, api: str, stream: bool, body: str,
+) -> None:
+    """A 503 whose body was cut short (a proxy that drops the connection after the status
+    line) or is not the gzip it says is a refusal, which billed nothing: asked again as any
+    503 is. A stream's failed with the HTTP client's bare error (no retry, no fallback), and
+    OpenAI took a whole reply's for an answer that broke off, billed: not asked again."""
+    refused = (Raw(status=503, body=_OVERLOADED, cut=20) if body == "cut" else
+               Raw(status=503, body="this is not gzip", headers={"content-encoding": "gzip"}))
+    server.add(refused, "Back again.")
+    assert asyncio.run(_asked(provider(server, api, 2), stream)).text == "Back again."
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_an_error_status_whose_body_stalled_or_broke_off_fails_with_its_status(
+    server: ModelServer, api: str, stream: bool,
+) -> None:
+    """With no retry left, the error is the refusal's: its status, and what became of its
+    body, not the HTTP client's ``ReadTimeout`` or ``RemoteProtocolError``."""
+    server.add(Stall(status=503), Raw(status=429, body=_OVERLOADED, cut=20))
+    llm: SDKProvider = (
+        OpenAIProvider("m", base_url=server.openai_url, max_retries=0, timeout=0.2)
+        if api == "openai" else
+        AnthropicProvider("m", base_url=server.anthropic_url, max_retries=0, timeout=0.2))
+    for status, said in ((503, "no byte of its body came for 0.2s"),
+                         (429, "its body broke off: RemoteProtocolError")):
+        with pytest.raises(LLMTransientError) as failed:
+            asyncio.run(_asked(llm, stream))
+        assert failed.value.status_code == status
+        assert f"HTTP {status} from http://127.0.0.1" in str(failed.value)
+        assert said in str(failed.value), failed.value
+    assert len(server.requests) == 2

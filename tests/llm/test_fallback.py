@@ -16,6 +16,7 @@ from jianmu.llm import OpenAIProvider, ScriptedLLM, from_config
 from jianmu.nodes import AgentState, create_react_node
 from jianmu.tools import tool
 from tests.support.fake_openai import FakeError, FakeOpenAIServer
+from tests.support.model_server import MODES
 
 
 @tool
@@ -537,3 +538,29 @@ def test_a_model_passed_over_while_it_waited_to_retry_a_429_says_so() -> None:
     assert result.ok, result.error
     [switch] = seen
     assert "did not answer within 0.5 s (its last answer: HTTP 429)" in switch.fields["error"]
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_refusal_whose_body_broke_off_is_passed_over_and_billed_nothing(
+        api: str, stream: bool) -> None:
+    """A 503 whose body a proxy cut short: a streamed request's escaped as the HTTP client's
+    ``RemoteProtocolError``, which is no `LLMTransientError`, so the run failed with the
+    backup never asked. It is the primary's refusal: the backup answers, and only the backup's
+    request counts as one billed."""
+    from jianmu import Agent
+    from jianmu.llm import AnthropicProvider
+    from tests.support.model_server import ModelServer, Raw
+
+    refused = Raw(status=503, cut=20, body={
+        "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    with ModelServer(refused) as first, ModelServer("Hello from the backup.") as second:
+        primary: Any = (
+            OpenAIProvider("primary", base_url=first.openai_url, max_retries=0)
+            if api == "openai" else
+            AnthropicProvider("primary", base_url=first.anthropic_url, max_retries=0))
+        backup = OpenAIProvider("backup", base_url=second.openai_url, max_retries=0)
+        result = Agent(FallbackLLM([primary, backup]), stream=stream).run_sync("hi")
+    assert result.ok, result.error
+    assert result.output == "Hello from the backup."
+    assert result.usage.requests == 1
+    assert len(first.requests) == len(second.requests) == 1

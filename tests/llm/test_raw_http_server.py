@@ -231,6 +231,47 @@ def test_text_that_is_not_json_is_shown_in_the_error(
     assert '{"id": "x"' in said or '{"index": 0, ' in said  # the text itself, not a position
 
 
+_HALF = "世".encode()[:2]  # half a character: older llama.cpp builds streamed one split so
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+def test_a_stream_with_half_a_character_reads_on_with_a_replacement_character(
+        anthropic: bool) -> None:
+    """The event-stream standard decodes a byte that is not UTF-8 as U+FFFD and reads on; the
+    SDKs' decoders failed the reply with a bare ``UnicodeDecodeError``. Sent a few bytes at a
+    time: a whole character split between pieces is still whole."""
+    if anthropic:
+        raw = b"".join(anthropic_sse(_anthropic_events())).replace(
+            "Sure 世".encode(), b"Sure " + _HALF + "世".encode())
+    else:
+        raw = b"".join(openai_sse(_TEXT)).replace(b'"hel"', b'"h' + _HALF + "é".encode() + b'l"')
+    with _serving(_stream([raw[i:i + 5] for i in range(0, len(raw), 5)])) as server:
+        response, events = _ask(server, stream=True, anthropic=anthropic)
+    said = "Sure \ufffd世" if anthropic else "h\ufffdéllo"
+    assert response.text == said
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == said
+    if anthropic:  # the rest of the message is read on
+        assert [c.arguments for c in response.tool_calls] == [{"expr": "1+1"}]
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream-ignored"])
+def test_a_json_body_that_is_not_utf8_is_a_clear_error_showing_it(
+        anthropic: bool, stream: bool) -> None:
+    """JSON is UTF-8: a whole reply with half a character (to a streamed request too, from a
+    server that ignores ``stream``) is an `LLMError` naming the server and showing the text
+    around it, not a bare ``UnicodeDecodeError``; answered (and billed), it is not asked
+    again."""
+    whole = message([{"type": "text", "text": "hi"}]) if anthropic else completion("hi")
+    body = json.dumps(whole).encode().replace(b'"hi"', b'"hi' + _HALF + b'"')
+    with _serving(Reply(pieces=[body])) as server, pytest.raises(LLMError) as caught:
+        _ask(server, stream=stream, anthropic=anthropic, max_retries=2)
+    said = str(caught.value)
+    assert not isinstance(caught.value, LLMTransientError)
+    assert "127.0.0.1" in said and "not UTF-8" in said and '"hi\ufffd"' in said, said
+    assert len(server.requests) == 1
+
+
 def test_wrong_types_are_refused_with_what_came() -> None:
     with _serving(_stream(openai_sse([{"id": "x", "choices": "nope"}])),
                   json_reply({"id": "x", "choices": [{"index": 0, "message": {

@@ -1,5 +1,6 @@
-"""A server (or a proxy) whose unparseable answer echoes the API key: the error shows the text
-around the spot, and never the key or a part of it, wherever the window cuts it."""
+"""A server (or a proxy) whose unparseable answer (not JSON, not UTF-8) echoes the API key: the
+error shows the text around the spot, and never the key or a part of it, wherever the window
+cuts it."""
 
 from __future__ import annotations
 
@@ -53,6 +54,23 @@ def test_a_key_echoed_in_text_that_is_not_json_is_never_shown(anthropic: bool,
     said = str(caught.value)
     assert "not JSON" in said and "yyy" in said  # the text is shown
     _shows_no_part_of_the_key(said)
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream-ignored"])
+@pytest.mark.parametrize("after", [30, 60, 75, 90, 96])
+def test_a_key_echoed_in_a_body_that_is_not_utf8_is_never_shown(
+        anthropic: bool, stream: bool, after: int) -> None:
+    # the error shows the 100 characters before the byte that is not UTF-8: with ``after``
+    # characters between the key and it, that window holds the whole key, or starts inside it
+    body = ('{"echo": "Authorization: Bearer ' + KEY + "y" * after).encode() + b'\xe6\x97"}'
+    server = RawServer(lambda request: Reply(pieces=[body]))
+    with server, pytest.raises(LLMError) as caught:
+        _ask(server, anthropic=anthropic, stream=stream)
+    said = str(caught.value)
+    assert "not UTF-8" in said and "yyy" in said  # the text is shown
+    _shows_no_part_of_the_key(said)
+
 
 @pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
 def test_a_key_echoed_in_a_page_instead_of_an_event_stream_is_never_shown(

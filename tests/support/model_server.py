@@ -105,11 +105,13 @@ class Drop:
 
 @dataclass(frozen=True, kw_only=True)
 class Stall:
-    """Answer 200, then send no reply until the client leaves: every ``every`` seconds one
-    byte that means nothing (an SSE comment to a stream, whitespace to a JSON body, as proxies
-    keep a long generation alive), or nothing at all when ``every`` is ``None``."""
+    """Answer (200, or ``status``), then send no reply until the client leaves: every ``every``
+    seconds one byte that means nothing (an SSE comment to a stream, whitespace to a JSON body,
+    as proxies keep a long generation alive), or nothing at all when ``every`` is ``None``."""
 
     every: float | None = None
+    status: int = 200
+    """The HTTP status (an error status whose body never comes: a stalled proxy's)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -323,7 +325,8 @@ class ModelServer:
             if isinstance(turn, Stall):
                 return StreamingResponse(
                     _stalled(http, turn, b":\n" if request.stream else b" "),
-                    media_type="text/event-stream" if request.stream else "application/json")
+                    media_type="text/event-stream" if request.stream else "application/json",
+                    status_code=turn.status)
             if api == "openai":
                 refused = self._without_reasoning(body, turn)
                 if refused is not None:
