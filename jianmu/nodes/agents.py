@@ -15,7 +15,9 @@ sub-agent's tree in a run of its own, nested in the caller's:
   with its tokens added to the run's usage (the budget every layer reads) and its tool calls
   to the run's guard counts;
 - with its events and spans nested under the caller's (node paths below the caller's
-  executor; an ``invoke_agent <name>`` span inside ``execute_tool <name>``);
+  executor, at ``<name>[<call>]``: ``researcher[call_1]``, a call id of digits alone marked
+  ``researcher[#2]``, never read as a sibling's index, `jianmu.runtime.scopes.agent_part`;
+  an ``invoke_agent <name>`` span inside ``execute_tool <name>``);
 - on the caller's approval channel: a call inside the sub-agent that asks a person suspends
   the whole run, the request named by its path (``researcher > write_file(...)``, id
   ``researcher/<call id>/<sub-call id>``, after the caller's namespace's prefix if it has one:
@@ -87,7 +89,7 @@ from jianmu.runtime.events import (
     run_span,
 )
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
-from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps
+from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps, agent_part
 from jianmu.state import StateManager, StateView
 from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
@@ -294,6 +296,10 @@ class _SubRun(ReactiveRunner):
     def resume_nodes(self, record: dict[str, Any]) -> None:
         """Take the node statuses of a run that was suspended (restored in a new process)."""
         self._restored_nodes = dict(record.get("nodes") or {})
+        root = self._restored_nodes.get("0")
+        if isinstance(root, dict):  # the root's name is its path, which a record written
+            # before `agent_part` marked a call id of digits may spell otherwise: ours alone
+            self._restored_nodes["0"] = {**root, "name": self.root.name}
         self.ticks = int(record.get("ticks") or 0)
 
     def save_checkpoint(self, status: str = "running") -> None:
@@ -516,8 +522,8 @@ class AgentTool(Tool):
                 ctx.agent_runs[0] += 1
                 runner = self._start(
                     calls, arguments, view, record, ctx, constraints or ctx.constraints,
-                    f"{node_path}/{self.name}[{label}]" if node_path else
-                    f"{self.name}[{label}]", f"{relative}/",
+                    f"{node_path}/{agent_part(self.name, label)}" if node_path else
+                    agent_part(self.name, label), f"{relative}/",
                     None if guardrails is None else guardrails(), (call_id, node_path),
                 )
                 runner.asked = asked

@@ -16,6 +16,7 @@ from typing import Any
 from jianmu._text import json_visible, visible
 from jianmu.nodes.sealed import RefusedTurn
 from jianmu.runtime.context import owner_prefix
+from jianmu.runtime.scopes import agent_scope
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
            "pretty_json", "shown", "turn_words")
@@ -46,20 +47,11 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else pretty_json(value)
 
 
-_SUB_AGENT = re.compile(r"^(?P<name>[^/\[\]]+)\[(?P<label>[^\]]*[^\]\d][^\]]*)\]$")
-"""A node path's part where a sub-agent's tree hangs: ``researcher[call_1]`` (the agent tool's
-name and the escaped call id; a sibling's index, ``fetch[2]``, is all digits)."""
-
-
 def call_scope(node: str | None) -> str:
     """The state namespace whose conversation holds the calls of the node at ``node``: ``""``
-    for the run's own, ``researcher/call_1`` inside the sub-agent ``researcher[call_1]``."""
-    parts: list[str] = []
-    for part in (node or "").split("/"):
-        found = _SUB_AGENT.match(part)
-        if found is not None:
-            parts += [found.group("name"), found.group("label")]
-    return "/".join(parts)
+    for the run's own, ``researcher/call_1`` inside the sub-agent ``researcher[call_1]``
+    (`jianmu.runtime.scopes.agent_scope`)."""
+    return agent_scope(node)
 
 
 def branch_scopes(tree: dict[str, dict[str, Any]] | None) -> dict[str, str]:
