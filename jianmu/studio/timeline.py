@@ -156,6 +156,7 @@ class _Story:
         self.model_started: dict[str, float] = {}
         self.answered: set[str] = set()
         self.open_skills = 0
+        self.call_depths: dict[str, int] = {}  # each call's entries' depth, by request id
 
     def depth(self, node: str | None) -> int:
         if not node:
@@ -181,11 +182,16 @@ class _Story:
                "time": event.get("time"),
                "point": event.get("point"), "node": node, "depth": self.depth(node),
                "event": name}
+        call = ""
         if f.get("call_id"):  # by its full path, as a request id names it: ids repeat
             scope = self.scope(node)
-            out["call"] = f"{scope}/{f['call_id']}" if scope else str(f["call_id"])
+            call = out["call"] = f"{scope}/{f['call_id']}" if scope else str(f["call_id"])
         elif f.get("request_id"):
-            out["call"] = str(f["request_id"])
+            call = out["call"] = str(f["request_id"])
+        if call and node:
+            self.call_depths[call] = self.depth(node)
+        elif call in self.call_depths:  # a decision, made outside the tree: where it was asked
+            out["depth"] = self.call_depths[call]
         if name in ("bt.skill.started",):
             self.open_skills += 1
         elif name == "bt.skill.finished":

@@ -160,3 +160,33 @@ def test_digit_call_ids_show_the_sub_agents_own_calls(tmp_path: Path) -> None:
     assert [e["text"] for e in results] == ["order OUTER: shipped", "order INNER: shipped"]
     assert [e["call"] for e in results] == ["1", "researcher/2/1"]
 
+
+def test_a_nested_sub_agents_own_entries_sit_where_its_call_does(tmp_path: Path) -> None:
+    """lead -> researcher -> helper: the helper's own entries (it waits, it ended) and the
+    decision on its call are nested as its call and its calls are, not at the run's level."""
+    helper = create_react_node(ScriptedLLM([
+        [{"name": "flag_account", "arguments": {"account": "A-7"}}], "helper done",
+    ]), [flag_account], name="helper")
+    researcher = create_react_node(ScriptedLLM([
+        [{"name": "helper", "arguments": {"input": "go"}}], "researcher done",
+    ]), [agent_tool(helper, name="helper", description="H.")], name="researcher")
+    lead = create_react_node(ScriptedLLM([
+        [{"name": "researcher", "arguments": {"input": "go"}}], "Done.",
+    ]), [agent_tool(researcher, name="researcher", description="R.")], name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "q"}]})
+    path = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner(lead, state, checkpointer=SQLiteCheckpointer(path), run_id="nest")
+    waiting = runner.run_sync(timeout=30)
+    runner.approve(waiting.pending[0].id, arguments={"account": "A-8"})
+    assert runner.run_sync(timeout=30).ok
+    view = CheckpointRuns(str(path), Journal(str(path))).view("nest")
+
+    def depth(title: str) -> int:
+        (entry,) = _entries(view, title)
+        return int(entry["depth"])
+
+    assert depth("started: helper") == depth("sub-agent helper waits") == 1
+    assert depth("sub-agent helper success") == depth("result of helper") == 1
+    assert depth("started: researcher") == depth("sub-agent researcher success") == 0
+    assert depth("approved (edited): flag_account") == depth("asked: flag_account") == 2
+    assert depth("result of flag_account") == 2
