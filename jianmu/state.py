@@ -479,6 +479,20 @@ class StateView:
         self.manager._apply(self.namespace, values if type(values) is dict
                             else _as_dict(values, "replace()"), reduce=False)
 
+    def check_port_messages(self, messages: Any, key: str = "messages") -> None:
+        """Raise what `append_port_messages` would for ``messages``, writing nothing.
+
+        Raises:
+            StateValidationError: a message ``key`` does not take, or no such key.
+        """
+        items = list(messages) if isinstance(messages, (list, tuple)) else [messages]
+        spec = self.manager._check_key(key)
+        if spec is not None:
+            self.manager._validate_value(key, items, spec, appending=spec.item_adapter is not None)
+            return
+        for item in items:
+            self.manager._validate_value(key, item, None, appending=False)
+
     def append_port_messages(self, messages: Any, key: str = "messages") -> None:
         """Append one message or a list of them to ``key``."""
         items = list(messages) if isinstance(messages, (list, tuple)) else [messages]

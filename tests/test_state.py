@@ -74,6 +74,25 @@ def test_append_validates_only_new_items_and_reports_bad_ones() -> None:
     assert state.get("messages") == []
 
 
+def test_checking_messages_refuses_what_appending_would_and_writes_nothing() -> None:
+    class Plain(BaseModel):
+        messages: list[Item] = Field(default_factory=list)
+
+    for state in (StateManager(S), StateManager(Plain)):
+        state.root.check_port_messages({"role": "user", "content": "hi"})
+        state.root.check_port_messages([Item(role="assistant", content="yo")])
+        with pytest.raises(StateValidationError, match="messages"):
+            state.root.check_port_messages([{"role": "user"}])
+        with pytest.raises(StateValidationError, match="not a field"):
+            state.root.check_port_messages({"role": "user", "content": "hi"}, key="nope")
+        assert state.get("messages") == []
+    free = StateManager()
+    free.root.check_port_messages({"role": "user", "content": "hi"})
+    with pytest.raises(StateValidationError, match="JSON"):
+        free.root.check_port_messages(object())
+    assert free.get("messages") is None
+
+
 def test_lax_validation_coerces() -> None:
     state = StateManager(S)
     state.write_port("count", "3")

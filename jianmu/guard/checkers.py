@@ -30,6 +30,7 @@ from jianmu.constraints import GuardConstraints
 from jianmu.errors import ConfigError
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.events import JIANMU_GUARD_DECISION
+from jianmu.runtime.scopes import unmarked
 from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
 
 if TYPE_CHECKING:
@@ -515,10 +516,13 @@ class ConfirmChecker(BaseChecker):
                 checker=self.name,
                 rule=rule,
             )
-        if None not in (request.node, context.node) and request.node != context.node:
+        if None not in (request.node, context.node) and request.node != context.node and \
+                unmarked(str(request.node)) != unmarked(str(context.node)):
             # ids are qualified by the namespace that owns the call (`jianmu.runtime.scopes`),
             # so two nodes' calls of one id are two requests; should two nodes still share
             # one (one namespace), one person's answer is for the call they were shown only
+            # (a request restored from an older version names a sub-agent's node as it spelt
+            # the path: `unmarked`)
             return Decision.deny(
                 f"call id {call.id!r} was asked about a call of another node "
                 f"({request.node}); that answer does not confirm this call",

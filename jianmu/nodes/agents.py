@@ -15,7 +15,10 @@ sub-agent's tree in a run of its own, nested in the caller's:
   with its tokens added to the run's usage (the budget every layer reads) and its tool calls
   to the run's guard counts;
 - with its events and spans nested under the caller's (node paths below the caller's
-  executor; an ``invoke_agent <name>`` span inside ``execute_tool <name>``);
+  executor, at ``<name>[<call>]``: ``researcher[call_1]``, a call id of digits alone marked
+  ``researcher[#2]``, never read as a sibling's index, `jianmu.runtime.scopes.agent_part`;
+  its run's own ``agent.*`` events from the executor; an ``invoke_agent <name>`` span
+  inside ``execute_tool <name>``);
 - on the caller's approval channel: a call inside the sub-agent that asks a person suspends
   the whole run, the request named by its path (``researcher > write_file(...)``, id
   ``researcher/<call id>/<sub-call id>``, after the caller's namespace's prefix if it has one:
@@ -87,7 +90,7 @@ from jianmu.runtime.events import (
     run_span,
 )
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
-from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps
+from jianmu.runtime.scopes import ScopedInteraction, ScopedSteps, agent_part
 from jianmu.state import StateManager, StateView
 from jianmu.tools._arguments import input_error
 from jianmu.tools.base import Tool
@@ -180,12 +183,15 @@ def _renamed(name: str) -> str:
 
 
 class _AgentEvents(EventBus):
-    """The caller's event bus, as the sub-agent's run emits on it."""
+    """The caller's event bus, as the sub-agent's run emits on it: its run's own events
+    (``agent.*``) name the agent and come from ``at``, the calling node's path, so they
+    nest where the call does (the studio's timeline)."""
 
-    def __init__(self, parent: EventBus, agent: str) -> None:
+    def __init__(self, parent: EventBus, agent: str, at: str | None = None) -> None:
         super().__init__(parent.run_id)
         self.parent = parent
         self.agent = agent
+        self.at = at or None
 
     def subscribe(self, pattern: str, handler: EventHandler) -> Callable[[], None]:
         return self.parent.subscribe(pattern, handler)
@@ -199,6 +205,7 @@ class _AgentEvents(EventBus):
     def emit(self, name: str, *, node: str | None = None, **fields: Any) -> Event | None:
         if name.startswith("run."):
             fields.setdefault("agent", self.agent)
+            node = node or self.at
         return self.parent.emit(_renamed(name), node=node, **fields)
 
 
@@ -277,7 +284,8 @@ class _SubRun(ReactiveRunner):
         if interactive and parent.interaction is not None:
             self.interaction = _ScopedInteraction(parent.interaction, prefix, label)
             self.ctx.interaction = self.interaction
-        self.ctx.events = _AgentEvents(parent.events, label)
+        # the root's name is its path, the caller's and the call's part (`agent_part`)
+        self.ctx.events = _AgentEvents(parent.events, label, root.name.rpartition("/")[0])
         self.ctx.tracer = parent.tracer
         self.ctx.steps = None if parent.steps is None else ScopedSteps(parent.steps, prefix)
         self.ctx.running_calls = parent.running_calls  # the caller's calls in flight count here
@@ -294,6 +302,10 @@ class _SubRun(ReactiveRunner):
     def resume_nodes(self, record: dict[str, Any]) -> None:
         """Take the node statuses of a run that was suspended (restored in a new process)."""
         self._restored_nodes = dict(record.get("nodes") or {})
+        root = self._restored_nodes.get("0")
+        if isinstance(root, dict):  # the root's name is its path, which a record written
+            # before `agent_part` marked a call id of digits may spell otherwise: ours alone
+            self._restored_nodes["0"] = {**root, "name": self.root.name}
         self.ticks = int(record.get("ticks") or 0)
 
     def save_checkpoint(self, status: str = "running") -> None:
@@ -516,8 +528,8 @@ class AgentTool(Tool):
                 ctx.agent_runs[0] += 1
                 runner = self._start(
                     calls, arguments, view, record, ctx, constraints or ctx.constraints,
-                    f"{node_path}/{self.name}[{label}]" if node_path else
-                    f"{self.name}[{label}]", f"{relative}/",
+                    f"{node_path}/{agent_part(self.name, label)}" if node_path else
+                    agent_part(self.name, label), f"{relative}/",
                     None if guardrails is None else guardrails(), (call_id, node_path),
                 )
                 runner.asked = asked

@@ -22,6 +22,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
+from jianmu.runtime import _turns
 from jianmu.runtime.async_node import (
     IDLE_PLAN,
     AsyncNode,
@@ -319,6 +320,8 @@ class ReactiveRunner:
         self._end_error: str | None = None
         self._end_unsaved = False  # the end's checkpoint was refused: the next run() saves it
         self._suspended_at: float | None = None  # when run() last returned SUSPENDED
+        # messages sent while a run stopped, with their namespaces: added once it has (`send`)
+        self._sent: list[tuple[Any, str | None]] = []
         self._ticker = Ticker(self.config.runtime.poll_interval)
         self.state.subscribe(self._state_changed)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
@@ -430,29 +433,15 @@ class ReactiveRunner:
         another process. ``namespace`` is where the agent's conversation lives, if not at the
         root.
 
+        Sent while a run told to stop is still stopping (`cancel`, a `stream` its reader left
+        with a ``break``), the message is checked at once and added as that run ends, as a
+        ``run()`` in between waits for it to end: the next run answers it.
+
         Raises:
             RuntimeError: the run is going, or waits for approval (decide that first).
+            StateValidationError: ``message`` is not one the conversation takes.
         """
-        if self._running:
-            raise RuntimeError("send() while the run is going; await run() first")
-        if self.interaction.has_pending:
-            waiting = ", ".join(r.id for r in self.interaction.pending)
-            raise RuntimeError(
-                f"the run waits for approval ({waiting}); approve or reject before sending more"
-            )
-        if isinstance(message, str):
-            message = {"role": "user", "content": message}
-        view = self.state.scope(namespace) if namespace else self.state.root
-        view.append_port_messages(message)
-        cleared = {
-            key: value for key, value in
-            (("final_answer", None), ("final_output", None), ("done", False))
-            if self.state.accepts(key) and view.get(key) not in (None, False)
-        }
-        if cleared:
-            view.replace(cleared)
-        self._finished = None  # a new turn: the next run() answers it
-        self.ctx.events.emit("run.message", namespace=namespace)
+        _turns.send(self, message, namespace)
 
     def cancel(self) -> None:
         """Stop the run going on at its next wake-up, with status CANCELLED; thread-safe. A
@@ -513,6 +502,7 @@ class ReactiveRunner:
         """
         if self._running and not await left_behind(self):  # a stream left by a `break`: ended
             raise RuntimeError("this runner is already running")
+        _turns.add_sent(self)  # sent while the left run stopped: this run answers them
         if not (max_ticks is None or (type(max_ticks) is int and max_ticks > 0)) or not (
                 timeout is None or (type(timeout) in (int, float) and timeout > 0)):
             from jianmu.runtime._checks import check_run  # raises what is wrong (or passes)
@@ -592,6 +582,7 @@ class ReactiveRunner:
         self.ctx.events.emit(
             "run.finished", status=outcome.status.value, error=outcome.error, result=result
         )
+        _turns.add_sent(self)  # sent while it stopped: the next turn, after this run's end
         return result
 
     def stream(

@@ -20,6 +20,7 @@ it so where that names one pending request.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -33,9 +34,62 @@ from jianmu.runtime.context import (
     owner_prefix,
 )
 
-__all__ = ("ScopedInteraction", "ScopedSteps", "seen_from")
+__all__ = ("ScopedInteraction", "ScopedSteps", "agent_part", "agent_scope", "seen_from",
+           "unmarked")
 
 T = TypeVar("T")
+
+_AGENT_PART = re.compile(r"(?P<name>[A-Za-z0-9_-]{1,64})\[(?P<label>[^\[\]]+)\]")
+"""A node path's part where a sub-agent's tree hangs (`agent_part`): a tool's name, then its
+call's label in brackets."""
+
+_PATH_ESCAPED = re.compile(r"[\[\]]")
+_PATH_UNESCAPED = re.compile(r"%5[BD]")
+
+
+def agent_part(name: str, label: str) -> str:
+    """The node path part where the tree of agent tool ``name``'s call hangs, the call's
+    namespace part being ``label`` (`jianmu.nodes.agents`): ``researcher[call_1]``. Never a
+    part the runner gives a node among same-named siblings (``fetch[2]``): a label of digits
+    alone (a call id ``2``, as some servers number calls) is written ``#2``, and ``[``, ``]``
+    as ``%5B``, ``%5D``; a label has no raw ``#`` and no ``%5`` (`agents._label` escapes
+    ``#`` and ``%``), so `agent_scope` reads it back one to one."""
+    shown = _PATH_ESCAPED.sub(lambda m: f"%{ord(m.group()):02X}", label)
+    return f"{name}[#{shown}]" if shown.isascii() and shown.isdigit() else f"{name}[{shown}]"
+
+
+def agent_scope(path: str | None) -> str:
+    """The namespace, relative to the run's own, of the sub-agent whose tree holds the node at
+    ``path`` (`agent_part`): ``""`` outside any, ``researcher/call_1`` below
+    ``researcher[call_1]``, ``researcher/2`` below ``researcher[#2]``. A part of digits alone
+    is a sibling's index (paths written before `agent_part` marked them gave a call id of
+    digits alone so: they read as the run's own)."""
+    parts: list[str] = []
+    for part in (path or "").split("/"):
+        found = _AGENT_PART.fullmatch(part)
+        if found is None:
+            continue
+        label = found.group("label")
+        if label.isascii() and label.isdigit():
+            continue
+        label = _PATH_UNESCAPED.sub(lambda m: chr(int(m.group()[1:], 16)), label)
+        parts += [found.group("name"), label.removeprefix("#")]
+    return "/".join(parts)
+
+
+def unmarked(path: str) -> str:
+    """``path`` as versions before `agent_part` spelt it (``researcher[2]`` for
+    ``researcher[#2]``, ``researcher[x]1]`` for ``researcher[x%5D1]``): a request asked by one
+    of them, restored, names its node so. Its sub-agent parts hang below a node that calls
+    tools, never below same-named siblings, so two nodes' paths differ so too."""
+    def part(text: str) -> str:
+        found = _AGENT_PART.fullmatch(text)
+        if found is None:
+            return text
+        label = _PATH_UNESCAPED.sub(lambda m: chr(int(m.group()[1:], 16)), found.group("label"))
+        return f"{found.group('name')}[{label.removeprefix('#')}]"
+
+    return "/".join(part(p) for p in path.split("/"))
 
 
 class ScopedInteraction(Interaction):

@@ -16,6 +16,7 @@ from typing import Any
 from jianmu._text import json_visible, visible
 from jianmu.nodes.sealed import RefusedTurn
 from jianmu.runtime.context import owner_prefix
+from jianmu.runtime.scopes import agent_scope
 
 __all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
            "pretty_json", "shown", "turn_words")
@@ -46,20 +47,11 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else pretty_json(value)
 
 
-_SUB_AGENT = re.compile(r"^(?P<name>[^/\[\]]+)\[(?P<label>[^\]]*[^\]\d][^\]]*)\]$")
-"""A node path's part where a sub-agent's tree hangs: ``researcher[call_1]`` (the agent tool's
-name and the escaped call id; a sibling's index, ``fetch[2]``, is all digits)."""
-
-
 def call_scope(node: str | None) -> str:
     """The state namespace whose conversation holds the calls of the node at ``node``: ``""``
-    for the run's own, ``researcher/call_1`` inside the sub-agent ``researcher[call_1]``."""
-    parts: list[str] = []
-    for part in (node or "").split("/"):
-        found = _SUB_AGENT.match(part)
-        if found is not None:
-            parts += [found.group("name"), found.group("label")]
-    return "/".join(parts)
+    for the run's own, ``researcher/call_1`` inside the sub-agent ``researcher[call_1]``
+    (`jianmu.runtime.scopes.agent_scope`)."""
+    return agent_scope(node)
 
 
 def branch_scopes(tree: dict[str, dict[str, Any]] | None) -> dict[str, str]:
@@ -164,6 +156,7 @@ class _Story:
         self.model_started: dict[str, float] = {}
         self.answered: set[str] = set()
         self.open_skills = 0
+        self.call_depths: dict[str, int] = {}  # each call's entries' depth, by request id
 
     def depth(self, node: str | None) -> int:
         if not node:
@@ -189,11 +182,16 @@ class _Story:
                "time": event.get("time"),
                "point": event.get("point"), "node": node, "depth": self.depth(node),
                "event": name}
+        call = ""
         if f.get("call_id"):  # by its full path, as a request id names it: ids repeat
             scope = self.scope(node)
-            out["call"] = f"{scope}/{f['call_id']}" if scope else str(f["call_id"])
+            call = out["call"] = f"{scope}/{f['call_id']}" if scope else str(f["call_id"])
         elif f.get("request_id"):
-            out["call"] = str(f["request_id"])
+            call = out["call"] = str(f["request_id"])
+        if call and node:
+            self.call_depths[call] = self.depth(node)
+        elif call in self.call_depths:  # a decision, made outside the tree: where it was asked
+            out["depth"] = self.call_depths[call]
         if name in ("bt.skill.started",):
             self.open_skills += 1
         elif name == "bt.skill.finished":

@@ -357,6 +357,31 @@ def test_a_run_restored_in_another_process_resumes_the_sub_agent(tmp_path: Path)
     assert log.read_text().splitlines() == ["search tides", "write_note tides: twice a day"]
 
 
+def test_a_sub_agent_suspended_under_the_old_path_part_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call id of digits alone (``1``) hangs the sub-agent's tree at ``researcher[#1]``; a
+    run suspended by a version that wrote ``researcher[1]`` (its root's name in the record)
+    still goes on from where it stood, running nothing twice."""
+    from jianmu.nodes import agents
+
+    log, db = tmp_path / "calls.log", tmp_path / "runs.sqlite"
+    numbered = [[{"id": "1", **agents_app.LEAD[0][0]}], agents_app.LEAD[1]]
+    monkeypatch.setattr(agents, "agent_part", lambda name, label: f"{name}[{label}]")
+    runner = ReactiveRunner(agents_app.build(log, agents_app.RESEARCHER, numbered), start(),
+                            checkpointer=SQLiteCheckpointer(db), run_id="old")
+    first = runner.run_sync(timeout=30)
+    assert [r.id for r in first.pending] == ["researcher/1/call_2"]
+    assert first.pending[0].node.split("/")[3] == "researcher[1]"
+    monkeypatch.undo()
+    restored = ReactiveRunner.restore(
+        agents_app.build(log, agents_app.RESEARCHER[2:], numbered[1:]), SQLiteCheckpointer(db),
+        "old", state_manager=StateManager(AgentState))
+    restored.approve("researcher/1/call_2")
+    assert restored.run_sync(timeout=30).ok
+    assert log.read_text().splitlines() == ["search tides", "write_note tides: twice a day"]
+
+
 async def test_the_callers_constraints_are_the_outer_layer() -> None:
     @tool(read_only=False)
     def wipe(target: str) -> str:

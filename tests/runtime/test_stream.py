@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 from jianmu import Agent, ReactiveRunner, RunFailed, ScriptedLLM, SQLiteCheckpointer, StateManager
-from jianmu.errors import OutputValidationError
+from jianmu.errors import OutputValidationError, StateValidationError
 from jianmu.llm import LLMResponse, Message, Usage
 from jianmu.nodes import AgentState, agent_tool, create_react_node
 from jianmu.runtime import RunStatus
@@ -250,6 +250,40 @@ async def test_the_runner_is_free_right_after_a_plain_break(again: str) -> None:
             break
         await asyncio.sleep(0)
     assert asyncio.all_tasks() == before
+
+
+async def test_send_right_after_a_plain_break_is_the_next_turn() -> None:
+    """A chat's stop button, then its next message: ``send()`` at once after a ``break`` (the
+    left run still stopping) is not refused; the message is added as that run ends, after
+    its stopped call's result, and the next run answers it."""
+    runner, running, cancelled = once_slow_run()
+    await _break_at_the_tool(runner, running)
+    with pytest.raises(StateValidationError):  # checked at once: nothing is kept of it
+        runner.send({"role": "user", "content": ["not", "text"], "tool_calls": 3})
+    runner.send("Forget the rain. Snow?")
+    result = await runner.run(timeout=30)
+    assert cancelled.is_set() and result.ok, result.error
+    said = [(m.role, m.content) for m in runner.state.get("messages")]
+    assert [role for role, _ in said] == ["user", "assistant", "tool", "user", "assistant"]
+    assert said[3] == ("user", "Forget the rain. Snow?") and said[4][1] == "Got the rain."
+
+
+async def test_send_while_a_run_goes_on_is_still_refused_and_after_cancel_waits() -> None:
+    """Only a run told to stop takes the next message early: one going on refuses it (its
+    end would answer another turn); after ``cancel()`` it is added once the run has ended."""
+    runner, running, cancelled = once_slow_run()
+    task = asyncio.create_task(runner.run(timeout=30))
+    await running.wait()
+    with pytest.raises(RuntimeError, match="while the run is going"):
+        runner.send("Snow?")
+    runner.cancel()
+    runner.send("Snow?")
+    assert [m.role for m in runner.state.get("messages")] == ["user", "assistant"]  # not yet
+    stopped = await task
+    assert stopped.status is RunStatus.CANCELLED and cancelled.is_set()
+    assert [m.content for m in stopped.messages][-1] != "Snow?"  # the stopped run's own
+    assert runner.state.get("messages")[-1].content == "Snow?"
+    assert (await runner.run(timeout=30)).ok
 
 
 async def test_a_stream_still_held_keeps_the_runner_running() -> None:

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jianmu import ReactiveRunner, ScriptedLLM, SQLiteCheckpointer, StateManager
 from jianmu.nodes import AgentState, agent_tool, create_react_node
+from jianmu.nodes.agents import _label
+from jianmu.runtime.scopes import agent_part, unmarked
 from jianmu.studio import CheckpointRuns
 from jianmu.studio.runs import Journal
 from jianmu.studio.timeline import call_scope
@@ -108,3 +113,80 @@ def test_call_scope_reads_sub_agent_parts_not_sibling_indexes() -> None:
     assert call_scope("lead/tools/researcher[call_1]/researcher/r.tools") == "researcher/call_1"
     assert call_scope("a/fetch[2]/x") == ""
     assert call_scope("l/t/r[c1]/r/t/helper[c4]/h") == "r/c1/helper/c4"
+    assert call_scope("l/t/researcher[#2]/r/t/helper[#1]/h") == "researcher/2/helper/1"
+    assert call_scope("l/t/researcher[x%5D1]/r") == "researcher/x]1"
+
+
+CALL_IDS = ["1", "2", "10", "007", "x]1", "[0]", "a[b", "]", "%5B", "#1", "٣", "call.1",
+            "a/b", " 00", "\u2000", "step", "", "call_1"]
+
+
+@pytest.mark.parametrize("call_id", CALL_IDS)
+def test_a_sub_agents_path_part_is_read_back_for_any_call_id(call_id: str) -> None:
+    """The part where a call's tree hangs names the call's namespace one to one, and is never
+    a sibling's index (``fetch[2]``): call ids of digits alone (``1``, as some servers number
+    calls) or with brackets too."""
+    label = _label(call_id)
+    part = agent_part("researcher", label)
+    assert re.fullmatch(r"[^\[\]]+\[[0-9]+\]", part) is None and part.count("[") == 1
+    assert call_scope(f"lead/tools/{part}/researcher/r.tools") == f"researcher/{label}"
+    assert call_scope(f"l/{part}/r/t/{agent_part('helper', label)}/h") == \
+        f"researcher/{label}/helper/{label}"
+    # as an older version spelt it (a request restored from its checkpoint names it so)
+    assert unmarked(f"l/{part}/r/fetch[2]") == f"l/researcher[{label}]/r/fetch[2]"
+
+
+def test_digit_call_ids_show_the_sub_agents_own_calls(tmp_path: Path) -> None:
+    """A lead whose model numbers its calls ``1``, ``2`` (some OpenAI-compatible servers do),
+    as does its sub-agent's: the sub-agent's call shows its own arguments and result, one
+    level in, not the lead's call ``1``."""
+    researcher = create_react_node(ScriptedLLM([
+        [{"id": "1", "name": "lookup_order", "arguments": {"order": "INNER"}}], "inner done",
+    ]), [lookup_order], name="researcher")
+    lead = create_react_node(ScriptedLLM([
+        [{"id": "1", "name": "lookup_order", "arguments": {"order": "OUTER"}},
+         {"id": "2", "name": "researcher", "arguments": {"input": "go"}}], "Done.",
+    ]), [lookup_order, agent_tool(researcher, name="researcher", description="R.")],
+        name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "q"}]})
+    path = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner(lead, state, checkpointer=SQLiteCheckpointer(path), run_id="digits")
+    assert runner.run_sync(timeout=30).ok
+    view = CheckpointRuns(str(path), Journal(str(path))).view("digits")
+    started = _entries(view, "started: lookup_order")
+    results = _entries(view, "result of lookup_order")
+    assert [(e["call"], e["depth"]) for e in started] == [("1", 0), ("researcher/2/1", 1)]
+    assert "OUTER" in started[0]["text"] and "INNER" in started[1]["text"]
+    assert [e["text"] for e in results] == ["order OUTER: shipped", "order INNER: shipped"]
+    assert [e["call"] for e in results] == ["1", "researcher/2/1"]
+
+
+def test_a_nested_sub_agents_own_entries_sit_where_its_call_does(tmp_path: Path) -> None:
+    """lead -> researcher -> helper: the helper's own entries (it waits, it ended) and the
+    decision on its call are nested as its call and its calls are, not at the run's level."""
+    helper = create_react_node(ScriptedLLM([
+        [{"name": "flag_account", "arguments": {"account": "A-7"}}], "helper done",
+    ]), [flag_account], name="helper")
+    researcher = create_react_node(ScriptedLLM([
+        [{"name": "helper", "arguments": {"input": "go"}}], "researcher done",
+    ]), [agent_tool(helper, name="helper", description="H.")], name="researcher")
+    lead = create_react_node(ScriptedLLM([
+        [{"name": "researcher", "arguments": {"input": "go"}}], "Done.",
+    ]), [agent_tool(researcher, name="researcher", description="R.")], name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "q"}]})
+    path = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner(lead, state, checkpointer=SQLiteCheckpointer(path), run_id="nest")
+    waiting = runner.run_sync(timeout=30)
+    runner.approve(waiting.pending[0].id, arguments={"account": "A-8"})
+    assert runner.run_sync(timeout=30).ok
+    view = CheckpointRuns(str(path), Journal(str(path))).view("nest")
+
+    def depth(title: str) -> int:
+        (entry,) = _entries(view, title)
+        return int(entry["depth"])
+
+    assert depth("started: helper") == depth("sub-agent helper waits") == 1
+    assert depth("sub-agent helper success") == depth("result of helper") == 1
+    assert depth("started: researcher") == depth("sub-agent researcher success") == 0
+    assert depth("approved (edited): flag_account") == depth("asked: flag_account") == 2
+    assert depth("result of flag_account") == 2
