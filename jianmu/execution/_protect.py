@@ -47,8 +47,10 @@ where nothing kills every process of a command (no bubblewrap, no control groups
 that left its group with ``setsid``), one left running may write again after the sweep.
 
 And some folders are never a workspace (`workspace_problem`): a home (``~/.bashrc``,
-``~/.ssh/authorized_keys`` run or let in whoever writes them) or a system folder, nor a folder
-holding one (``/``).
+``~/.ssh/authorized_keys`` run or let in whoever writes them), a system folder (``/opt``,
+``/mnt`` too), the host's temporary folder (every sandbox's private ``/tmp`` is made there, and
+the host's sockets are there), nor a folder holding one (``/``); a folder below one
+(``/tmp/project``) is.
 """
 
 from __future__ import annotations
@@ -79,7 +81,10 @@ __all__ = (
 )
 
 _SYSTEM = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
-           "/var", "/run", "/proc", "/sys", "/dev", "/root", "/home")
+           "/var", "/run", "/proc", "/sys", "/dev", "/root", "/home",
+           # what the host installs, serves or mounts there: software for every user, other
+           # disks; a project below one is fine, the folder itself is not
+           "/opt", "/srv", "/mnt", "/media", "/snap")
 
 _log = logging.getLogger("jianmu.execution")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -179,20 +184,32 @@ def path_folders_in(workspace: Path, search_path: str | None = None) -> list[str
     return found
 
 
+def _temp_folders() -> set[str]:
+    """The host's temporary folders: ``/tmp`` (its sockets, other users' files) and the one
+    Python's ``tempfile`` uses, where every sandbox keeps its private ``/tmp``."""
+    import tempfile  # only when a sandbox starts
+
+    return {os.path.realpath(f) for f in ("/tmp", tempfile.gettempdir())}
+
+
 def workspace_problem(workspace: Path) -> str | None:
     """Why ``workspace`` must not be a sandbox's (writable, and granted to its user), or
-    ``None``: it is, or holds, a home folder or a system folder."""
+    ``None``: it is, or holds, a home folder, a system folder or the host's temporary folder."""
     real = os.path.realpath(workspace)
     inside = real.rstrip("/") + "/"
-    for kind, folders in (("a home folder", _homes()), ("a system folder", set(_SYSTEM))):
+    later = ("sandboxed code could write what runs outside the sandbox later (a shell's startup "
+             "files, ~/.ssh/authorized_keys)")
+    shared = ("sandboxed code could read and write every other sandbox's private /tmp, other "
+              "runs' workspaces and the host's sockets there")
+    for kind, folders, why in (("a home folder", _homes(), later),
+                               ("a system folder", set(_SYSTEM), later),
+                               ("the host's temporary folder", _temp_folders(), shared)):
         for folder in sorted(folders):
             if folder == real or folder.startswith(inside) or real == "/":
                 what = "is" if folder == real else "holds"
                 return (
-                    f"the workspace {real!r} {what} {kind} ({folder!r}): sandboxed code could "
-                    "write what runs outside the sandbox later (a shell's startup files, "
-                    "~/.ssh/authorized_keys); work in a project folder (execution.workdir, or "
-                    "start Jianmu there)"
+                    f"the workspace {real!r} {what} {kind} ({folder!r}): {why}; work in a "
+                    "project folder (execution.workdir, or start Jianmu there)"
                 )
     return None
 

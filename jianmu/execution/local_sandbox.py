@@ -335,7 +335,8 @@ class LocalSandbox(BaseSandbox):
         Raises:
             SandboxError: the control groups were usable when probed but the sandbox's could
                 not be made (nothing runs without the limits it promises).
-            SandboxUnavailableError: the workspace is (or holds) a home or system folder.
+            SandboxUnavailableError: the workspace is (or holds) a home, system or temporary
+                folder.
         """
         if self._tmp is not None:
             return
