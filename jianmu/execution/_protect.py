@@ -11,10 +11,14 @@ did not exist is moved out of the way after it (below).
 
 Each is reached from the workspace without following a symbolic link: a ``.git`` that
 sandboxed code replaced with a link to ``/root`` is left out, not mounted (which would show
-``/root`` inside the sandbox). The read-only mount also keeps a protected path from being
-renamed or removed. A warm supervisor and a Docker container mount the paths that exist when
-they start; one the host makes later (the user runs ``git init``) is seen before the next
-command, which then gets a new supervisor, container or grant that holds it too.
+``/root`` inside the sandbox). But the host follows the user's own links: what a link on
+the way to a protected path leads to in the workspace (``.venv -> venvs/py311``, ``configs ->
+shared``) is protected as well (`with_link_targets`), mounted where it exists, watched where it
+does not, while the link itself is watched (below). The read-only mount also keeps a protected
+path from being renamed or removed. A warm supervisor and a Docker container mount the paths
+that exist when they start; one the host makes later (the user runs ``git init``) is seen
+before the next command, which then gets a new supervisor, container or grant that holds it
+too.
 
 A path that does not exist cannot be mounted (a mount point would have to be made in the
 user's workspace), so `ProtectedPaths` watches it instead, the same way for every sandbox:
@@ -77,6 +81,7 @@ __all__ = (
     "open_read_only_paths",
     "path_folders_in",
     "quarantine_note",
+    "with_link_targets",
     "workspace_problem",
 )
 
@@ -152,6 +157,27 @@ def identified_read_only_paths(
                 os.close(fd)
             found.append((os.path.join(str(workspace), rel), rel, (st.st_dev, st.st_ino)))
     return found
+
+
+def with_link_targets(workspace: Path, paths: Iterable[str]) -> list[str]:
+    """``paths``, each followed by where it leads in ``workspace`` when a link is on its way
+    (the user's ``.venv -> venvs/py311``, ``skills -> shared-skills``): the host follows the
+    link, so what it leads to is held as the path itself would be (mounted read-only where it
+    exists, watched where it does not), and the link is watched (a command re-pointing it is
+    moved). A link leading outside the workspace, or to the workspace itself, adds nothing:
+    a sandbox shows nothing outside it writable."""
+    root = os.path.realpath(workspace)
+    found: dict[str, None] = {}
+    for rel in paths:
+        found.setdefault(rel)
+        parts = _parts(rel)
+        if parts is None or not any(kind == stat.S_IFLNK
+                                    for _, _, kind, _ in _seen(root, parts).walk):
+            continue
+        real = os.path.realpath(os.path.join(root, *parts))
+        if real.startswith(root + os.sep):
+            found.setdefault(os.path.relpath(real, root))
+    return list(found)
 
 
 def _homes() -> set[str]:
