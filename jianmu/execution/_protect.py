@@ -194,20 +194,27 @@ def path_folders_in(workspace: Path, search_path: str | None = None) -> list[str
     The user's shell looks up commands there (an activated project ``.venv/bin``,
     ``node_modules/.bin``): a ``git`` or ``ls`` written there runs on the host the next time
     the user types it, so sandboxes show these folders read-only, whatever
-    ``read_only_paths`` says.
+    ``read_only_paths`` says. Each is given as ``PATH`` names it (``bin``, the user's link to
+    ``tools``: the shell follows that link, so it is watched, `with_link_targets`) and where
+    it really is (``tools``).
     """
     root = os.path.realpath(workspace)
-    found: list[str] = []
+    # the workspace as the operator named it too (through a link of theirs)
+    names = dict.fromkeys((root, os.path.abspath(workspace)))
+    found: dict[str, None] = {}
     for folder in (search_path if search_path is not None
                    else os.environ.get("PATH", "")).split(os.pathsep):
         if not folder or not os.path.isabs(folder):
             continue
+        named = os.path.normpath(folder)
+        if ".." not in folder.split("/"):  # else the kernel's way differs from the name's
+            base = next((b for b in names if named.startswith(b.rstrip("/") + "/")), None)
+            if base is not None:
+                found.setdefault(os.path.relpath(named, base))
         real = os.path.realpath(folder)
         if real != root and real.startswith(root + os.sep):
-            rel = os.path.relpath(real, root)
-            if rel not in found:
-                found.append(rel)
-    return found
+            found.setdefault(os.path.relpath(real, root))
+    return list(found)
 
 
 def _temp_folders() -> set[str]:
