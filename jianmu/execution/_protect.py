@@ -35,7 +35,12 @@ is renamed next to itself. What a link the user had on the way (``configs`` -> `
 now leads to inside the workspace is moved, the user's link kept. A mount holds a path, not
 the folders on its way: a command renamed ``configs`` away (a folder holding a mount point may
 be renamed) and wrote a ``configs/jianmu.yaml`` of its own, so the folders on the way to a
-mounted path below one are watched too (``ReadOnlyWatch.ways``). A command that did not end
+mounted path below one are watched too (``ReadOnlyWatch.ways``). And a mount holds the object
+it found, which may have been made by another sandbox's command on the workspace, still
+running: that sandbox's watch moves it away, and this command writes another where the mount
+no longer holds anything. So a path a sandbox of this process once found missing is watched
+whole even when mounted (``ReadOnlyWatch.made_since``): another object standing there after
+the command is moved. A command that did not end
 normally (cancelled) is swept before the next one (once its processes are gone: a warm
 supervisor's kill comes after the cancelled call returned), or when the sandbox closes.
 
@@ -43,7 +48,10 @@ What this leaves open: while the command runs, what it made is there, and a host
 reads the workspace meanwhile (a shell prompt running ``git status``, another ``jianmu run``
 started there) sees it, and one the user makes there meanwhile is moved too (nothing tells it
 from the command's); only the paths of ``read_only_paths`` and the ``PATH`` folders are watched
-(a ``.git`` made in a subfolder is not); without bubblewrap as root (the commands' user granted
+(a ``.git`` made in a subfolder is not); a sandbox of another process, started while a
+command had made one, takes it for the user's; one made since the first look and replaced
+by the host during a command (an editor saving by a rename) is moved too; without bubblewrap
+as root (the commands' user granted
 the protected paths read-only, not the folders that hold their names), an existing one may be
 renamed away and made anew: that is moved like a new one, and so is one the host changed during
 the command (a file's change time is all that tells a new file on a reused inode apart); and
@@ -298,6 +306,18 @@ def _parts(rel: str) -> list[str] | None:
     return parts if parts and ".." not in parts else None
 
 
+_MISSING_ONCE: dict[str, set[str]] = {}
+"""Per workspace (its real path), the protected paths a sandbox of this process found missing
+(or reached through a link) before a command: what stands there later was made since, by the
+user or by another sandbox's command (`ReadOnlyWatch.made_since`)."""
+
+
+def _same_objects(before: _Walk, after: _Walk) -> bool:
+    """Whether each part is the same object (file times aside: a change in place)."""
+    return len(before) == len(after) and all(
+        b[:3] == a[:3] for b, a in zip(before, after, strict=True))
+
+
 def _guarded(seen: _Seen, parts: list[str]) -> bool:
     """Whether a sandbox mounts (or grants) this path read-only: a folder or a regular file
     reached without a link (as `open_read_only_paths` finds it)."""
@@ -321,6 +341,11 @@ class ReadOnlyWatch:
     """The mounted paths below a folder, watched for the folders on their way only: a mount
     holds the path itself, but a command may rename a folder above it away and make it anew
     (``mv configs c2; mkdir configs``), and the host would load what it wrote there."""
+    made_since: frozenset[str] = frozenset()
+    """The mounted paths a sandbox of this process once found missing, watched whole for
+    another object standing there after the command: another sandbox's command may have
+    made the one mounted, and its watch move it away during this command, which then writes
+    one the mount no longer holds (a change in place is the host's: the mount held it)."""
 
     @classmethod
     def take(
@@ -332,8 +357,10 @@ class ReadOnlyWatch:
         their contents read-only (an ACL grant), not their names: one renamed away and made
         anew is moved like one made where there was none."""
         root = os.path.realpath(workspace)
+        missing_once = _MISSING_ONCE.setdefault(root, set())
         mounted: set[str] = set()
         ways: set[str] = set()
+        made_since: set[str] = set()
         seen: dict[str, _Seen] = {}
         for rel in dict.fromkeys(paths):
             parts = _parts(rel)
@@ -342,12 +369,17 @@ class ReadOnlyWatch:
             now = _seen(root, parts)
             if _guarded(now, parts):
                 mounted.add(rel)
+            else:
+                missing_once.add(rel)
             if replaceable or rel not in mounted:
+                seen[rel] = now
+            elif rel in missing_once:
+                made_since.add(rel)
                 seen[rel] = now
             elif len(parts) > 1:
                 ways.add(rel)
                 seen[rel] = _Seen(now.walk[:-1], None)
-        return cls(root, frozenset(mounted), seen, frozenset(ways))
+        return cls(root, frozenset(mounted), seen, frozenset(ways), frozenset(made_since))
 
     def changed(self) -> list[str]:
         """What to move, relative to the workspace: for each watched path that changed, the
@@ -367,6 +399,8 @@ class ReadOnlyWatch:
                 continue
             if rel in self.ways and after.walk[:len(before.walk)] == before.walk:
                 continue  # the same folders on the way: the path itself was held read-only
+            if rel in self.made_since and _same_objects(before.walk, after.walk):
+                continue  # the one held read-only, changed in place by the host if at all
             depth = len(after.walk)
             last = after.walk[-1]
             new = depth > len(before.walk) or before.walk[depth - 1] != last

@@ -321,6 +321,49 @@ async def test_existing_protected_paths_are_never_moved(box: Any) -> None:
     assert "quarantine" not in result.stderr, result
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_two_sandboxes_on_a_workspace_cannot_plant_a_config_between_their_watches(
+    tmp_path: Path, warm: bool
+) -> None:
+    """A's command makes ``jianmu.yaml``; B's command starts meanwhile and mounts it (it is
+    there); A's watch moves it, and B, whose mount went with it, writes one of its own: B's
+    watch moves that too, the path having been missing before."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    async def appears(name: str) -> None:
+        with anyio.fail_after(30):
+            while not (ws / name).exists():
+                await anyio.sleep(0.01)
+
+    def wait_for(name: str) -> str:
+        return f"while [ ! -e {name} ]; do sleep 0.01; done"
+
+    async with _local(ws, warm=warm) as a, _local(ws, warm=warm) as b:
+        results: dict[str, Any] = {}
+
+        async def run(box: LocalSandbox, name: str, command: str) -> None:
+            results[name] = await box.exec(["sh", "-c", command])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, a, "a", f"echo 'model: a' > jianmu.yaml; touch a-made; "
+                                       f"{wait_for('go-a')}")
+            await appears("a-made")
+            tg.start_soon(run, b, "b", f"touch b-started; {wait_for('go-b')}; printf "
+                                       f"'{_EVIL}' > jianmu.yaml && echo B-wrote")
+            await appears("b-started")
+            (ws / "go-a").touch()
+            while "a" not in results:  # A's result comes once its watch moved its file
+                await anyio.sleep(0.01)
+            assert "'jianmu.yaml' moved to" in results["a"].stderr, results
+            (ws / "go-b").touch()
+    assert results["b"].stdout == "B-wrote\n", results
+    assert "'jianmu.yaml' moved to" in results["b"].stderr, results
+    assert not os.path.lexists(ws / "jianmu.yaml"), results
+    kept = sorted(p.read_text() for p in (ws / QUARANTINE).glob("*/jianmu.yaml.quarantined"))
+    assert kept == sorted(["model: a\n", _EVIL])  # each watch's own folder
+
+
 # --- the watch itself: what is moved, and what never is -------------------------------------
 
 def test_a_link_the_user_had_on_the_way_is_kept_what_it_leads_to_is_moved(
