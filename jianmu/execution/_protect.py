@@ -35,7 +35,9 @@ is renamed next to itself. What a link the user had on the way (``configs`` -> `
 now leads to inside the workspace is moved, the user's link kept. A mount holds a path, not
 the folders on its way: a command renamed ``configs`` away (a folder holding a mount point may
 be renamed) and wrote a ``configs/jianmu.yaml`` of its own, so the folders on the way to a
-mounted path below one are watched too (``ReadOnlyWatch.ways``). And a mount holds the object
+mounted path below one are watched too (``ReadOnlyWatch.ways``), and one renamed away is renamed
+back after the command when it is found next to where it was (else the stderr says the next run
+will not find it: ``mv configs src/c``). And a mount holds the object
 it found, which may have been made by another sandbox's command on the workspace, still
 running: that sandbox's watch moves it away, and this command writes another where the mount
 no longer holds anything. So a path a sandbox of this process once found missing is watched
@@ -262,6 +264,8 @@ QUARANTINE = ".jianmu/quarantine"
 so that a rename moves it: nothing is copied or deleted; nothing loads from there)."""
 
 _STAYED = "nowhere: "  # what could not be moved: its `where`, then why
+_BACK = "back from: "  # a protected folder (or one on the way) renamed away, put back
+_GONE = "gone: "  # one renamed away that could not be put back, and why
 _Ident = tuple[int, int, int, int]  # device, inode, file type, ctime (0 for a folder)
 _Walk = tuple[_Ident, ...]
 
@@ -428,7 +432,7 @@ class ReadOnlyWatch:
         moved: list[tuple[str, str]] = []
         targets = self._targets()
         if not targets:
-            return moved
+            return self._put_back()
         folder: tuple[int, str] | None = None
         try:
             for rel, outer in targets.items():
@@ -448,7 +452,63 @@ class ReadOnlyWatch:
         finally:
             if folder is not None and folder[0] >= 0:
                 os.close(folder[0])
-        return moved
+        return moved + self._put_back()
+
+    def _put_back(self) -> list[tuple[str, str]]:
+        """Rename back what the command renamed away of the user's protected paths and the
+        folders on their way (``mv configs .c``: a folder holding a mount point may be
+        renamed, and the next run would not find ``configs/jianmu.yaml``), found next to where
+        it was; said when it is not there. Called once what the command made there is moved.
+        Not one first seen missing (``made_since``): another sandbox's command may have made
+        it, and its watch moved it away."""
+        done: list[tuple[str, str]] = []
+        looked: set[str] = set()
+        for rel, before in self.seen.items():
+            parts = _parts(rel)
+            if parts is None or rel not in self.mounted or rel in self.made_since:
+                continue
+            after = _seen(self.root, parts).walk
+            # the first part that is not there now (one moved along with it is not looked at)
+            i = next((i for i, ident in enumerate(before.walk)
+                      if i >= len(after) or after[i][:3] != ident[:3]), None)
+            if i is None:
+                continue
+            name = "/".join(parts[:i + 1])
+            if name not in looked:
+                looked.add(name)
+                done.append((name, _rename_back(self.root, parts[:i], parts[i],
+                                                before.walk[i])))
+        return done
+
+
+def _rename_back(root: str, parent: list[str], name: str, ident: _Ident) -> str:
+    """Rename the entry of ``root/parent`` that is ``ident`` back to ``name``; where it was
+    found (`_BACK`), or why not (`_GONE`)."""
+    try:
+        fd = _open_dir(root, parent)
+    except OSError as exc:
+        return f"{_GONE}{exc.strerror}"
+    try:
+        for entry in os.scandir(fd):
+            if entry.inode() != ident[1] or ".quarantined" in entry.name:
+                continue  # (never what a watch of another sandbox moved next to itself)
+            st = entry.stat(follow_symlinks=False)
+            if (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode)) != ident[:3]:
+                continue
+            # an empty folder there (the command's, emptied by the move) is removed: nothing
+            # is lost; anything else stays, and is said
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.lstat(name, dir_fd=fd)
+                return f"{_GONE}another {name!r} stands there"
+            os.rename(entry.name, name, src_dir_fd=fd, dst_dir_fd=fd)
+            return f"{_BACK}{'/'.join([*parent, entry.name])}"
+        return f"{_GONE}not found in {'/'.join(parent) or 'the workspace'}"
+    except OSError as exc:
+        return f"{_GONE}{exc.strerror}"
+    finally:
+        os.close(fd)
 
 
 def _open_dir(root: str, parts: list[str], *, create: bool = False) -> int:
@@ -537,13 +597,25 @@ def _move(root: str, rel: str, folder: tuple[int, str]) -> str:
 
 
 def quarantine_note(moved: list[tuple[str, str]]) -> str:
-    """The line a command's stderr gets for what was moved out of the way (or could not be)."""
-    what = "; ".join(
-        f"{rel!r} NOT moved ({where.removeprefix(_STAYED)}): remove it before anything runs here"
-        if where.startswith(_STAYED) else f"{rel!r} moved to {where!r}"
-        for rel, where in moved)
-    return (f"[jianmu sandbox: the command created protected paths (execution.read_only_paths: "
-            f"what the host runs or loads later), moved out of the way: {what}]\n")
+    """The lines a command's stderr gets for what was moved out of the way (or could not be),
+    and for what it renamed away, put back (or not)."""
+    made = [f"{rel!r} NOT moved ({where.removeprefix(_STAYED)}): remove it before anything "
+            "runs here" if where.startswith(_STAYED) else f"{rel!r} moved to {where!r}"
+            for rel, where in moved if not where.startswith((_BACK, _GONE))]
+    renamed = [f"{rel!r} put back (it had been renamed {where.removeprefix(_BACK)!r})"
+               if where.startswith(_BACK) else
+               f"{rel!r} NOT put back ({where.removeprefix(_GONE)}): the next run does not find "
+               "what it held; look for it in the workspace"
+               for rel, where in moved if where.startswith((_BACK, _GONE))]
+    note = ""
+    if made:
+        note += ("[jianmu sandbox: the command created protected paths (execution.read_only_paths"
+                 f": what the host runs or loads later), moved out of the way: "
+                 f"{'; '.join(made)}]\n")
+    if renamed:
+        note += ("[jianmu sandbox: the command renamed protected paths (execution.read_only_paths)"
+                 f" or the folders holding them away: {'; '.join(renamed)}]\n")
+    return note
 
 
 class ProtectedPaths:

