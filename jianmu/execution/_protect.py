@@ -11,10 +11,14 @@ did not exist is moved out of the way after it (below).
 
 Each is reached from the workspace without following a symbolic link: a ``.git`` that
 sandboxed code replaced with a link to ``/root`` is left out, not mounted (which would show
-``/root`` inside the sandbox). The read-only mount also keeps a protected path from being
-renamed or removed. A warm supervisor and a Docker container mount the paths that exist when
-they start; one the host makes later (the user runs ``git init``) is seen before the next
-command, which then gets a new supervisor, container or grant that holds it too.
+``/root`` inside the sandbox). But the host follows the user's own links: what a link on
+the way to a protected path leads to in the workspace (``.venv -> venvs/py311``, ``configs ->
+shared``) is protected as well (`with_link_targets`), mounted where it exists, watched where it
+does not, while the link itself is watched (below). The read-only mount also keeps a protected
+path from being renamed or removed. A warm supervisor and a Docker container mount the paths
+that exist when they start; one the host makes later (the user runs ``git init``) is seen
+before the next command, which then gets a new supervisor, container or grant that holds it
+too.
 
 A path that does not exist cannot be mounted (a mount point would have to be made in the
 user's workspace), so `ProtectedPaths` watches it instead, the same way for every sandbox:
@@ -31,7 +35,14 @@ is renamed next to itself. What a link the user had on the way (``configs`` -> `
 now leads to inside the workspace is moved, the user's link kept. A mount holds a path, not
 the folders on its way: a command renamed ``configs`` away (a folder holding a mount point may
 be renamed) and wrote a ``configs/jianmu.yaml`` of its own, so the folders on the way to a
-mounted path below one are watched too (``ReadOnlyWatch.ways``). A command that did not end
+mounted path below one are watched too (``ReadOnlyWatch.ways``), and one renamed away is renamed
+back after the command when it is found next to where it was (else the stderr says the next run
+will not find it: ``mv configs src/c``). And a mount holds the object
+it found, which may have been made by another sandbox's command on the workspace, still
+running: that sandbox's watch moves it away, and this command writes another where the mount
+no longer holds anything. So a path a sandbox of this process once found missing is watched
+whole even when mounted (``ReadOnlyWatch.made_since``): another object standing there after
+the command is moved. A command that did not end
 normally (cancelled) is swept before the next one (once its processes are gone: a warm
 supervisor's kill comes after the cancelled call returned), or when the sandbox closes.
 
@@ -39,7 +50,10 @@ What this leaves open: while the command runs, what it made is there, and a host
 reads the workspace meanwhile (a shell prompt running ``git status``, another ``jianmu run``
 started there) sees it, and one the user makes there meanwhile is moved too (nothing tells it
 from the command's); only the paths of ``read_only_paths`` and the ``PATH`` folders are watched
-(a ``.git`` made in a subfolder is not); without bubblewrap as root (the commands' user granted
+(a ``.git`` made in a subfolder is not); a sandbox of another process, started while a
+command had made one, takes it for the user's; one made since the first look and replaced
+by the host during a command (an editor saving by a rename) is moved too; without bubblewrap
+as root (the commands' user granted
 the protected paths read-only, not the folders that hold their names), an existing one may be
 renamed away and made anew: that is moved like a new one, and so is one the host changed during
 the command (a file's change time is all that tells a new file on a reused inode apart); and
@@ -47,8 +61,10 @@ where nothing kills every process of a command (no bubblewrap, no control groups
 that left its group with ``setsid``), one left running may write again after the sweep.
 
 And some folders are never a workspace (`workspace_problem`): a home (``~/.bashrc``,
-``~/.ssh/authorized_keys`` run or let in whoever writes them) or a system folder, nor a folder
-holding one (``/``).
+``~/.ssh/authorized_keys`` run or let in whoever writes them), a system folder (``/opt``,
+``/mnt`` too), the host's temporary folder (every sandbox's private ``/tmp`` is made there, and
+the host's sockets are there), nor a folder holding one (``/``); a folder below one
+(``/tmp/project``) is.
 """
 
 from __future__ import annotations
@@ -75,11 +91,15 @@ __all__ = (
     "open_read_only_paths",
     "path_folders_in",
     "quarantine_note",
+    "with_link_targets",
     "workspace_problem",
 )
 
 _SYSTEM = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
-           "/var", "/run", "/proc", "/sys", "/dev", "/root", "/home")
+           "/var", "/run", "/proc", "/sys", "/dev", "/root", "/home",
+           # what the host installs, serves or mounts there: software for every user, other
+           # disks; a project below one is fine, the folder itself is not
+           "/opt", "/srv", "/mnt", "/media", "/snap")
 
 _log = logging.getLogger("jianmu.execution")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -149,6 +169,27 @@ def identified_read_only_paths(
     return found
 
 
+def with_link_targets(workspace: Path, paths: Iterable[str]) -> list[str]:
+    """``paths``, each followed by where it leads in ``workspace`` when a link is on its way
+    (the user's ``.venv -> venvs/py311``, ``skills -> shared-skills``): the host follows the
+    link, so what it leads to is held as the path itself would be (mounted read-only where it
+    exists, watched where it does not), and the link is watched (a command re-pointing it is
+    moved). A link leading outside the workspace, or to the workspace itself, adds nothing:
+    a sandbox shows nothing outside it writable."""
+    root = os.path.realpath(workspace)
+    found: dict[str, None] = {}
+    for rel in paths:
+        found.setdefault(rel)
+        parts = _parts(rel)
+        if parts is None or not any(kind == stat.S_IFLNK
+                                    for _, _, kind, _ in _seen(root, parts).walk):
+            continue
+        real = os.path.realpath(os.path.join(root, *parts))
+        if real.startswith(root + os.sep):
+            found.setdefault(os.path.relpath(real, root))
+    return list(found)
+
+
 def _homes() -> set[str]:
     """Our home, root's, and every home under ``/home`` (the password database's)."""
     homes = {os.environ.get("HOME", ""), os.path.expanduser("~"), "/root"}
@@ -163,36 +204,55 @@ def path_folders_in(workspace: Path, search_path: str | None = None) -> list[str
     The user's shell looks up commands there (an activated project ``.venv/bin``,
     ``node_modules/.bin``): a ``git`` or ``ls`` written there runs on the host the next time
     the user types it, so sandboxes show these folders read-only, whatever
-    ``read_only_paths`` says.
+    ``read_only_paths`` says. Each is given as ``PATH`` names it (``bin``, the user's link to
+    ``tools``: the shell follows that link, so it is watched, `with_link_targets`) and where
+    it really is (``tools``).
     """
     root = os.path.realpath(workspace)
-    found: list[str] = []
+    # the workspace as the operator named it too (through a link of theirs)
+    names = dict.fromkeys((root, os.path.abspath(workspace)))
+    found: dict[str, None] = {}
     for folder in (search_path if search_path is not None
                    else os.environ.get("PATH", "")).split(os.pathsep):
         if not folder or not os.path.isabs(folder):
             continue
+        named = os.path.normpath(folder)
+        if ".." not in folder.split("/"):  # else the kernel's way differs from the name's
+            base = next((b for b in names if named.startswith(b.rstrip("/") + "/")), None)
+            if base is not None:
+                found.setdefault(os.path.relpath(named, base))
         real = os.path.realpath(folder)
         if real != root and real.startswith(root + os.sep):
-            rel = os.path.relpath(real, root)
-            if rel not in found:
-                found.append(rel)
-    return found
+            found.setdefault(os.path.relpath(real, root))
+    return list(found)
+
+
+def _temp_folders() -> set[str]:
+    """The host's temporary folders: ``/tmp`` (its sockets, other users' files) and the one
+    Python's ``tempfile`` uses, where every sandbox keeps its private ``/tmp``."""
+    import tempfile  # only when a sandbox starts
+
+    return {os.path.realpath(f) for f in ("/tmp", tempfile.gettempdir())}
 
 
 def workspace_problem(workspace: Path) -> str | None:
     """Why ``workspace`` must not be a sandbox's (writable, and granted to its user), or
-    ``None``: it is, or holds, a home folder or a system folder."""
+    ``None``: it is, or holds, a home folder, a system folder or the host's temporary folder."""
     real = os.path.realpath(workspace)
     inside = real.rstrip("/") + "/"
-    for kind, folders in (("a home folder", _homes()), ("a system folder", set(_SYSTEM))):
+    later = ("sandboxed code could write what runs outside the sandbox later (a shell's startup "
+             "files, ~/.ssh/authorized_keys)")
+    shared = ("sandboxed code could read and write every other sandbox's private /tmp, other "
+              "runs' workspaces and the host's sockets there")
+    for kind, folders, why in (("a home folder", _homes(), later),
+                               ("a system folder", set(_SYSTEM), later),
+                               ("the host's temporary folder", _temp_folders(), shared)):
         for folder in sorted(folders):
             if folder == real or folder.startswith(inside) or real == "/":
                 what = "is" if folder == real else "holds"
                 return (
-                    f"the workspace {real!r} {what} {kind} ({folder!r}): sandboxed code could "
-                    "write what runs outside the sandbox later (a shell's startup files, "
-                    "~/.ssh/authorized_keys); work in a project folder (execution.workdir, or "
-                    "start Jianmu there)"
+                    f"the workspace {real!r} {what} {kind} ({folder!r}): {why}; work in a "
+                    "project folder (execution.workdir, or start Jianmu there)"
                 )
     return None
 
@@ -204,6 +264,8 @@ QUARANTINE = ".jianmu/quarantine"
 so that a rename moves it: nothing is copied or deleted; nothing loads from there)."""
 
 _STAYED = "nowhere: "  # what could not be moved: its `where`, then why
+_BACK = "back from: "  # a protected folder (or one on the way) renamed away, put back
+_GONE = "gone: "  # one renamed away that could not be put back, and why
 _Ident = tuple[int, int, int, int]  # device, inode, file type, ctime (0 for a folder)
 _Walk = tuple[_Ident, ...]
 
@@ -248,6 +310,18 @@ def _parts(rel: str) -> list[str] | None:
     return parts if parts and ".." not in parts else None
 
 
+_MISSING_ONCE: dict[str, set[str]] = {}
+"""Per workspace (its real path), the protected paths a sandbox of this process found missing
+(or reached through a link) before a command: what stands there later was made since, by the
+user or by another sandbox's command (`ReadOnlyWatch.made_since`)."""
+
+
+def _same_objects(before: _Walk, after: _Walk) -> bool:
+    """Whether each part is the same object (file times aside: a change in place)."""
+    return len(before) == len(after) and all(
+        b[:3] == a[:3] for b, a in zip(before, after, strict=True))
+
+
 def _guarded(seen: _Seen, parts: list[str]) -> bool:
     """Whether a sandbox mounts (or grants) this path read-only: a folder or a regular file
     reached without a link (as `open_read_only_paths` finds it)."""
@@ -271,6 +345,11 @@ class ReadOnlyWatch:
     """The mounted paths below a folder, watched for the folders on their way only: a mount
     holds the path itself, but a command may rename a folder above it away and make it anew
     (``mv configs c2; mkdir configs``), and the host would load what it wrote there."""
+    made_since: frozenset[str] = frozenset()
+    """The mounted paths a sandbox of this process once found missing, watched whole for
+    another object standing there after the command: another sandbox's command may have
+    made the one mounted, and its watch move it away during this command, which then writes
+    one the mount no longer holds (a change in place is the host's: the mount held it)."""
 
     @classmethod
     def take(
@@ -282,8 +361,10 @@ class ReadOnlyWatch:
         their contents read-only (an ACL grant), not their names: one renamed away and made
         anew is moved like one made where there was none."""
         root = os.path.realpath(workspace)
+        missing_once = _MISSING_ONCE.setdefault(root, set())
         mounted: set[str] = set()
         ways: set[str] = set()
+        made_since: set[str] = set()
         seen: dict[str, _Seen] = {}
         for rel in dict.fromkeys(paths):
             parts = _parts(rel)
@@ -292,12 +373,17 @@ class ReadOnlyWatch:
             now = _seen(root, parts)
             if _guarded(now, parts):
                 mounted.add(rel)
+            else:
+                missing_once.add(rel)
             if replaceable or rel not in mounted:
+                seen[rel] = now
+            elif rel in missing_once:
+                made_since.add(rel)
                 seen[rel] = now
             elif len(parts) > 1:
                 ways.add(rel)
                 seen[rel] = _Seen(now.walk[:-1], None)
-        return cls(root, frozenset(mounted), seen, frozenset(ways))
+        return cls(root, frozenset(mounted), seen, frozenset(ways), frozenset(made_since))
 
     def changed(self) -> list[str]:
         """What to move, relative to the workspace: for each watched path that changed, the
@@ -317,6 +403,8 @@ class ReadOnlyWatch:
                 continue
             if rel in self.ways and after.walk[:len(before.walk)] == before.walk:
                 continue  # the same folders on the way: the path itself was held read-only
+            if rel in self.made_since and _same_objects(before.walk, after.walk):
+                continue  # the one held read-only, changed in place by the host if at all
             depth = len(after.walk)
             last = after.walk[-1]
             new = depth > len(before.walk) or before.walk[depth - 1] != last
@@ -344,7 +432,7 @@ class ReadOnlyWatch:
         moved: list[tuple[str, str]] = []
         targets = self._targets()
         if not targets:
-            return moved
+            return self._put_back()
         folder: tuple[int, str] | None = None
         try:
             for rel, outer in targets.items():
@@ -364,7 +452,63 @@ class ReadOnlyWatch:
         finally:
             if folder is not None and folder[0] >= 0:
                 os.close(folder[0])
-        return moved
+        return moved + self._put_back()
+
+    def _put_back(self) -> list[tuple[str, str]]:
+        """Rename back what the command renamed away of the user's protected paths and the
+        folders on their way (``mv configs .c``: a folder holding a mount point may be
+        renamed, and the next run would not find ``configs/jianmu.yaml``), found next to where
+        it was; said when it is not there. Called once what the command made there is moved.
+        Not one first seen missing (``made_since``): another sandbox's command may have made
+        it, and its watch moved it away."""
+        done: list[tuple[str, str]] = []
+        looked: set[str] = set()
+        for rel, before in self.seen.items():
+            parts = _parts(rel)
+            if parts is None or rel not in self.mounted or rel in self.made_since:
+                continue
+            after = _seen(self.root, parts).walk
+            # the first part that is not there now (one moved along with it is not looked at)
+            i = next((i for i, ident in enumerate(before.walk)
+                      if i >= len(after) or after[i][:3] != ident[:3]), None)
+            if i is None:
+                continue
+            name = "/".join(parts[:i + 1])
+            if name not in looked:
+                looked.add(name)
+                done.append((name, _rename_back(self.root, parts[:i], parts[i],
+                                                before.walk[i])))
+        return done
+
+
+def _rename_back(root: str, parent: list[str], name: str, ident: _Ident) -> str:
+    """Rename the entry of ``root/parent`` that is ``ident`` back to ``name``; where it was
+    found (`_BACK`), or why not (`_GONE`)."""
+    try:
+        fd = _open_dir(root, parent)
+    except OSError as exc:
+        return f"{_GONE}{exc.strerror}"
+    try:
+        for entry in os.scandir(fd):
+            if entry.inode() != ident[1] or ".quarantined" in entry.name:
+                continue  # (never what a watch of another sandbox moved next to itself)
+            st = entry.stat(follow_symlinks=False)
+            if (st.st_dev, st.st_ino, stat.S_IFMT(st.st_mode)) != ident[:3]:
+                continue
+            # an empty folder there (the command's, emptied by the move) is removed: nothing
+            # is lost; anything else stays, and is said
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.lstat(name, dir_fd=fd)
+                return f"{_GONE}another {name!r} stands there"
+            os.rename(entry.name, name, src_dir_fd=fd, dst_dir_fd=fd)
+            return f"{_BACK}{'/'.join([*parent, entry.name])}"
+        return f"{_GONE}not found in {'/'.join(parent) or 'the workspace'}"
+    except OSError as exc:
+        return f"{_GONE}{exc.strerror}"
+    finally:
+        os.close(fd)
 
 
 def _open_dir(root: str, parts: list[str], *, create: bool = False) -> int:
@@ -453,13 +597,25 @@ def _move(root: str, rel: str, folder: tuple[int, str]) -> str:
 
 
 def quarantine_note(moved: list[tuple[str, str]]) -> str:
-    """The line a command's stderr gets for what was moved out of the way (or could not be)."""
-    what = "; ".join(
-        f"{rel!r} NOT moved ({where.removeprefix(_STAYED)}): remove it before anything runs here"
-        if where.startswith(_STAYED) else f"{rel!r} moved to {where!r}"
-        for rel, where in moved)
-    return (f"[jianmu sandbox: the command created protected paths (execution.read_only_paths: "
-            f"what the host runs or loads later), moved out of the way: {what}]\n")
+    """The lines a command's stderr gets for what was moved out of the way (or could not be),
+    and for what it renamed away, put back (or not)."""
+    made = [f"{rel!r} NOT moved ({where.removeprefix(_STAYED)}): remove it before anything "
+            "runs here" if where.startswith(_STAYED) else f"{rel!r} moved to {where!r}"
+            for rel, where in moved if not where.startswith((_BACK, _GONE))]
+    renamed = [f"{rel!r} put back (it had been renamed {where.removeprefix(_BACK)!r})"
+               if where.startswith(_BACK) else
+               f"{rel!r} NOT put back ({where.removeprefix(_GONE)}): the next run does not find "
+               "what it held; look for it in the workspace"
+               for rel, where in moved if where.startswith((_BACK, _GONE))]
+    note = ""
+    if made:
+        note += ("[jianmu sandbox: the command created protected paths (execution.read_only_paths"
+                 f": what the host runs or loads later), moved out of the way: "
+                 f"{'; '.join(made)}]\n")
+    if renamed:
+        note += ("[jianmu sandbox: the command renamed protected paths (execution.read_only_paths)"
+                 f" or the folders holding them away: {'; '.join(renamed)}]\n")
+    return note
 
 
 class ProtectedPaths:

@@ -67,6 +67,7 @@ from jianmu.execution._protect import (
     ProtectedPaths,
     identified_read_only_paths,
     path_folders_in,
+    with_link_targets,
     workspace_problem,
 )
 from jianmu.execution.sandbox import (
@@ -335,7 +336,9 @@ class DockerSandbox(BaseSandbox):
         return [*self._protected_paths(), *(rel for _, rel in engine_paths_in(self.workspace))]
 
     def _protected_paths(self) -> list[str]:
-        return [*self.read_only_paths, *path_folders_in(self.workspace)]
+        # and what a link on the way to one leads to (the user's .venv -> venvs/py311)
+        return with_link_targets(self.workspace,
+                                 [*self.read_only_paths, *path_folders_in(self.workspace)])
 
     def _grant_workspace(self) -> None:
         """Let the commands' user write to the workspace, without opening it to everyone.

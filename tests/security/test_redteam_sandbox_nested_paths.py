@@ -4,7 +4,7 @@
 renamed it away (a folder holding a mount point may be renamed), made ``configs`` anew and
 wrote its own ``jianmu.yaml`` there, which the host's next ``jianmu run`` loaded (an MCP
 server's command runs on the host). What a command makes there is now moved into the
-quarantine like a path that did not exist, and the user's file is kept where it went. The same
+quarantine like a path that did not exist, and the user's folder is renamed back. The same
 held for the engine's own Python in a subfolder of the workspace (``backend/.venv``): shown
 read-only, but ``backend`` linked to a copy of the command's made the host import its code.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from jianmu.execution._protect import QUARANTINE
+from jianmu.execution._protect import QUARANTINE, ReadOnlyWatch, quarantine_note
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from tests.execution._helpers import require_docker
 
@@ -66,11 +66,36 @@ async def test_a_folder_above_a_held_config_cannot_be_swapped(box: Any, plant: s
         "echo x > configs/jianmu.yaml || echo HELD; mv configs old && "
         + plant.format(evil=_EVIL) + " && echo SWAPPED")
     assert "HELD" in result.stdout and "SWAPPED" in result.stdout, result
-    assert not (workspace / "configs" / "jianmu.yaml").exists()  # nothing for the host to load
-    assert (workspace / "old" / "jianmu.yaml").read_text() == _MINE  # the user's, renamed, kept
+    # the user's folder is put back once what the command made there is moved
+    assert (workspace / "configs" / "jianmu.yaml").read_text() == _MINE, result
+    assert not (workspace / "old").exists(), result
     # a folder made there is moved with what it holds; a link, as a link
     assert _EVIL in _quarantined(workspace) or "ln -s" in plant
     assert "'configs" in result.stderr and "moved to" in result.stderr, result
+    assert "'configs' put back (it had been renamed 'old')" in result.stderr, result
+
+
+@pytest.mark.parametrize("away", ["mv configs .hidden", "mkdir -p src && mv configs src/c"],
+                         ids=["next-to-it", "elsewhere"])
+async def test_a_folder_above_a_held_config_renamed_away_is_put_back_or_said(
+    box: Any, away: str
+) -> None:
+    """Nothing made in its place: the next run would silently start without the operator's
+    config. Found next to where it was, it is renamed back; elsewhere, the result says so."""
+    workspace = Path(box.workspace)
+    result = await box.exec(f"{away} && echo RENAMED")
+    assert "RENAMED" in result.stdout, result
+    if away.startswith("mv configs .hidden"):
+        assert (workspace / "configs" / "jianmu.yaml").read_text() == _MINE, result
+        assert not (workspace / ".hidden").exists()
+        assert "'configs' put back (it had been renamed '.hidden')" in result.stderr, result
+    else:
+        assert (workspace / "src" / "c" / "jianmu.yaml").read_text() == _MINE, result
+        assert ("'configs' NOT put back (not found in the workspace): the next run does not "
+                "find what it held") in result.stderr, result
+    assert not (workspace / QUARANTINE).exists(), result
+    follow = await box.exec("true")  # said once, by the command that did it
+    assert "renamed" not in follow.stderr, follow
 
 
 async def test_the_same_folders_on_the_way_move_nothing(box: Any) -> None:
@@ -105,8 +130,28 @@ async def test_a_folder_above_the_engines_python_cannot_be_swapped(
         f"mkdir -p evil/.venv/lib/site-packages && echo BAD=1 > evil/{_SITE[4:]}/mod.py && "
         "ln -s evil sub && echo SWAPPED")
     assert "HELD" in result.stdout and "SWAPPED" in result.stdout, result
-    # what the engine would import next is not the command's
-    assert not (workspace / _SITE / "mod.py").exists(), result
-    assert (workspace / "old" / ".venv" / "lib" / "site-packages" / "mod.py").read_text() == (
-        "GOOD = 1\n")
-    assert "'sub' moved to" in result.stderr, result
+    # what the engine would import next is not the command's: the user's folder, put back
+    assert (workspace / _SITE / "mod.py").read_text() == "GOOD = 1\n", result
+    assert not (workspace / "old").exists(), result
+    assert "'sub' moved to" in result.stderr and "'sub' put back" in result.stderr, result
+
+
+def test_what_a_watch_moved_next_to_itself_is_never_put_back(tmp_path: Path) -> None:
+    """Another sandbox's watch renames what its command made next to itself when the
+    quarantine folder cannot be made: that is no folder of the user's to put back."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "jianmu.yaml").write_text(_MINE)
+    watch = ReadOnlyWatch.take(tmp_path, ["configs/jianmu.yaml"])
+    (tmp_path / "configs").rename(tmp_path / "configs.quarantined-0a1b2c")
+    [(rel, where)] = watch.quarantine()
+    assert rel == "configs" and "not found" in where
+    assert (tmp_path / "configs.quarantined-0a1b2c" / "jianmu.yaml").exists()
+    assert "'configs' NOT put back" in quarantine_note([(rel, where)])
+    (tmp_path / "configs.quarantined-0a1b2c").rename(tmp_path / "configs")
+    watch = ReadOnlyWatch.take(tmp_path, ["configs/jianmu.yaml"])
+    (tmp_path / "configs").rename(tmp_path / "c2")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "notes.txt").write_text("kept")  # not empty: never replaced
+    [(rel, where)] = watch.quarantine()
+    assert "another 'configs' stands there" in where
+    assert (tmp_path / "c2" / "jianmu.yaml").read_text() == _MINE

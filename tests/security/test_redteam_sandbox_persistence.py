@@ -28,6 +28,7 @@ from jianmu.constraints import (
 )
 from jianmu.execution import local_sandbox
 from jianmu.execution._process import cgroup_support
+from jianmu.execution._protect import path_folders_in
 from jianmu.execution.local_sandbox import LocalSandbox, bwrap_available
 from jianmu.execution.runner import ToolRunner
 from jianmu.nodes.state import AgentState
@@ -338,6 +339,42 @@ async def test_path_folders_in_the_workspace_cannot_be_planted(
             ["bash", "-c", "printf '#!/bin/sh\\nid\\n' > node_modules/.bin/git; echo ok > made"])
     assert (repo / "made").exists(), result
     assert not (tools / "git").exists(), result
+
+
+@needs_bwrap
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_a_path_folder_named_through_a_link_cannot_be_re_pointed(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+) -> None:
+    """``PATH`` names ``bin``, the user's link to ``tools`` (direnv's ``PATH_add bin``): the
+    shell follows the link, so a command that re-points it at a folder of its own with a
+    ``git`` in it has its link moved, and the host's ``git`` is the system's again."""
+    (repo / "tools").mkdir()
+    (repo / "bin").symlink_to("tools")
+    monkeypatch.setenv("PATH", f"{repo / 'bin'}{os.pathsep}{os.environ.get('PATH', '/bin')}")
+    assert path_folders_in(repo) == ["bin", "tools"]
+    async with LocalSandbox(repo, timeout=30, warm=warm, read_only_paths=()) as sandbox:
+        result = await sandbox.exec(["bash", "-c",
+            "echo x > tools/git; rm bin && mkdir evil && printf '#!/bin/sh\\nid\\n' > "
+            "evil/git && chmod +x evil/git && ln -s evil bin && echo swapped"])
+    assert result.stdout == "swapped\n", result
+    assert "'bin' moved to" in result.stderr, result
+    assert not os.path.lexists(repo / "bin"), result
+    assert os.listdir(repo / "tools") == [], result
+
+
+def test_path_folders_are_named_as_path_names_them_and_where_they_are(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    (ws / "tools").mkdir(parents=True)
+    (ws / "bin").symlink_to("tools")
+    (tmp_path / "named").symlink_to(ws)  # the workspace named through a link
+    (tmp_path / "mine").symlink_to(ws / "tools")  # a link outside, into the workspace
+    search = os.pathsep.join([str(ws / "bin"), f"{tmp_path}/named/bin", str(tmp_path / "mine"),
+                              f"{ws}/tools/../bin", "/usr/bin", "relative/bin"])
+    assert path_folders_in(ws, search) == ["bin", "tools"]
+    assert path_folders_in(tmp_path / "named", search) == ["bin", "tools"]
 
 
 def test_docker_mounts_path_folders_in_the_workspace_read_only(
