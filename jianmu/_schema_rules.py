@@ -66,9 +66,68 @@ before the check descends into a property or an item: a chain of anyOf's of four
 4**depth checks of the same value, on the event loop."""
 
 
+_HEX4 = frozenset("0123456789abcdefABCDEF")
+
+
+def re2_syntax(pattern: str) -> str:
+    """A JSON Schema (ECMA-262) ``pattern`` as RE2 reads it: its ``\\uXXXX`` and ``\\u{...}``
+    escapes, which RE2 lacks, as ``\\x{...}`` (a surrogate pair as the one character it
+    makes); anything else as written."""
+    if "\\u" not in pattern:
+        return pattern
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch != "\\" or i + 1 >= n:
+            out.append(ch)
+            i += 1
+            continue
+        if pattern[i + 1] != "u":
+            out.append(pattern[i : i + 2])  # an escaped character, `\\\\` included
+            i += 2
+            continue
+        code, end = _escaped_code(pattern, i)
+        if code is None:
+            out.append(pattern[i : i + 2])  # not an escape RE2 can take: let it refuse it
+            i += 2
+            continue
+        if 0xD800 <= code < 0xDC00:  # a high surrogate: a low one after it makes one character
+            low, after = _escaped_code(pattern, end)
+            if low is not None and 0xDC00 <= low < 0xE000:
+                code, end = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00), after
+        out.append(f"\\x{{{code:X}}}")
+        i = end
+    return "".join(out)
+
+
+def _escaped_code(pattern: str, i: int) -> tuple[int | None, int]:
+    """The code point of a ``\\uXXXX`` or ``\\u{...}`` escape at ``i``, and where it ends."""
+    if pattern.startswith("\\u{", i):
+        close = pattern.find("}", i + 3)
+        digits = pattern[i + 3 : close] if close > 0 else ""
+        if digits and len(digits) <= 6 and set(digits) <= _HEX4 and int(digits, 16) <= 0x10FFFF:
+            return int(digits, 16), close + 1
+        return None, i
+    digits = pattern[i + 2 : i + 6]
+    if len(digits) == 4 and set(digits) <= _HEX4 and pattern.startswith("\\u", i):
+        return int(digits, 16), i + 6
+    return None, i
+
+
 @functools.lru_cache(maxsize=2048)
 def _compiled(pattern: str) -> Any:
-    return re2.compile(pattern, _OPTIONS)
+    return re2.compile(re2_syntax(pattern), _OPTIONS)
+
+
+def _searchable(text: str) -> str:
+    """``text`` as RE2 can read it: UTF-8, so a lone surrogate (which JSON can carry, as
+    ``\\ud800``) is read as U+FFFD; it matches what any other unknown character would."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def pattern_search(pattern: str, text: str) -> bool:
@@ -77,7 +136,11 @@ def pattern_search(pattern: str, text: str) -> bool:
     Raises:
         re2.error: ``pattern`` is not RE2 syntax (`schema_problems` refuses it beforehand).
     """
-    return _compiled(pattern).search(text) is not None
+    compiled = _compiled(pattern)
+    try:
+        return compiled.search(text) is not None
+    except UnicodeEncodeError:
+        return compiled.search(_searchable(text)) is not None
 
 
 def _retrieve_nothing(uri: str) -> Any:
@@ -342,9 +405,10 @@ class _Patterns:
         try:
             found = re2.Set.SearchSet(_OPTIONS)
             for pattern in patterns:
-                found.Add(pattern)
+                found.Add(re2_syntax(pattern))
             found.Compile()
-            self._any = re2.compile("|".join(f"(?:{p})" for p in patterns), _OPTIONS)
+            self._any = re2.compile("|".join(f"(?:{re2_syntax(p)})" for p in patterns),
+                                    _OPTIONS)
             self._set = found
         except re2.error:  # too large for one program: a search per pattern
             self._set = self._any = None
@@ -353,6 +417,7 @@ class _Patterns:
         """The indices of the patterns found in ``key``."""
         if not self.patterns:
             return []
+        key = _searchable(key)
         if self._set is not None:
             hits = self._set.Match(key)
             if hits is not None:

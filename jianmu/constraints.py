@@ -549,7 +549,7 @@ class GuardConstraints(_Strict):
     """Tool calls allowed in one run, counted over whole batches."""
     budget: BudgetConstraints = Field(default_factory=BudgetConstraints)
     """The token budget."""
-    rate_limits: dict[str, int] = Field(default_factory=dict)
+    rate_limits: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     """Tool name to calls allowed per minute."""
     checkers: list[str] | None = None
     """The guard chain, registered checker names in order (`jianmu.plugins`); unset is

@@ -342,3 +342,14 @@ def test_a_tab_in_the_indentation_says_to_indent_with_spaces() -> None:
         parse_config("runtime:\n\ttimeout: 3\n", "f.yaml")
     assert str(info.value).startswith("f.yaml:2: YAML syntax error: found character '\\t'")
     assert str(info.value).endswith("(YAML indents with spaces, never tabs)")
+
+
+@pytest.mark.parametrize("limit", ["-3", "-1"])
+def test_a_negative_rate_limit_is_refused_at_load_naming_its_line(
+    tmp_path: Path, limit: str
+) -> None:
+    # it passed the load and failed mid-run, after a paid model call, with no file or line
+    path = write(tmp_path, f"guard:\n  rate_limits:\n    calculator: {limit}\n")
+    with pytest.raises(ConfigError, match=rf"{path}:3: guard.rate_limits.calculator: .*"
+                                          r"greater than or equal to 0"):
+        load_config(path)
