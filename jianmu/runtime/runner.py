@@ -502,7 +502,8 @@ class ReactiveRunner:
         """
         if self._running and not await left_behind(self):  # a stream left by a `break`: ended
             raise RuntimeError("this runner is already running")
-        _turns.add_sent(self)  # sent while the left run stopped: this run answers them
+        if self._sent:  # sent while the left run stopped: this run answers them
+            _turns.add_sent(self)
         if not (max_ticks is None or (type(max_ticks) is int and max_ticks > 0)) or not (
                 timeout is None or (type(timeout) in (int, float) and timeout > 0)):
             from jianmu.runtime._checks import check_run  # raises what is wrong (or passes)
@@ -582,7 +583,8 @@ class ReactiveRunner:
         self.ctx.events.emit(
             "run.finished", status=outcome.status.value, error=outcome.error, result=result
         )
-        _turns.add_sent(self)  # sent while it stopped: the next turn, after this run's end
+        if self._sent:  # sent while it stopped: the next turn, after this run's end
+            _turns.add_sent(self)
         return result
 
     def stream(
