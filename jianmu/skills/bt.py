@@ -27,15 +27,12 @@ import asyncio
 import contextvars
 import copy
 import hashlib
-import importlib.abc
-import importlib.util
 import inspect
 import json
 import os
 import sys
 import threading
 import time
-import traceback
 import types
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -59,6 +56,7 @@ from jianmu.runtime.async_node import RuntimeNode, Ticker, close_tree
 from jianmu.runtime.context import RunContext, copy_of
 from jianmu.runtime.failures import failure_reason, stop_running_nodes
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
+from jianmu.skills._tree_import import Stamp, TreeImport, forget, line_in, start_import
 from jianmu.skills.loader import read_tree_source
 from jianmu.skills.skill import Skill, find_named
 from jianmu.state import StateManager
@@ -340,64 +338,22 @@ TREE_MODULE_PREFIX = "jianmu._skill_trees"
 """Tree modules are imported as ``jianmu._skill_trees.<skill>_<hash of the path>``."""
 
 
-class _SourceLoader(importlib.abc.InspectLoader):
-    """Executes source already read (from the pinned folder) as the module at ``path``."""
-
-    def __init__(self, source: bytes, path: str) -> None:
-        self.source, self.path = source, path
-
-    def get_source(self, fullname: str) -> str:
-        return importlib.util.decode_source(self.source)
-
-    def get_code(self, fullname: str) -> types.CodeType:
-        return compile(self.source, self.path, "exec", dont_inherit=True)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        module.__file__ = self.path
-        exec(self.get_code(module.__name__), module.__dict__)
-
-
 TREE_IMPORT_TIMEOUT_S = 30.0
 """Seconds a tree module's import may take: one that loops at import is refused, not waited
 for (a thread cannot be stopped: it goes on in the background, as a sync tool's does)."""
 
 
-def _exec_bounded(loader: importlib.abc.Loader, module: types.ModuleType, path: Path) -> None:
-    """Run ``module``'s code on a thread of its own for at most `TREE_IMPORT_TIMEOUT_S`.
-
-    Raises:
-        SkillLoadError: the import did not finish in time (a loop at the top of the file would
-            otherwise hold the caller, an event loop among them, for good).
-        BaseException: what the module's code raised.
-    """
-    raised: list[BaseException] = []
-
-    def execute() -> None:
-        try:
-            loader.exec_module(module)
-        except BaseException as exc:  # carried back to the caller's thread
-            raised.append(exc)
-
-    context = contextvars.copy_context()  # the module's code sees the caller's context
-    worker = threading.Thread(target=context.run, args=(execute,), daemon=True,
-                              name=f"jianmu-tree-import-{module.__name__}")
-    worker.start()
-    worker.join(TREE_IMPORT_TIMEOUT_S)
-    if worker.is_alive():
-        raise SkillLoadError(
-            f"importing the tree module did not finish within {TREE_IMPORT_TIMEOUT_S} s: does "
-            "its top level loop or wait? Do the work in build_tree(ctx) or in the tree's nodes",
-            path=str(path), field="build_tree",
-        )
-    if raised:
-        raise raised[0]
-
-
 class SkillTreeLoader:
-    """Imports bt skills' tree modules under private names and builds prepared trees."""
+    """Imports bt skills' tree modules under private names and builds prepared trees.
+
+    A module's code runs on a thread of its own for at most `TREE_IMPORT_TIMEOUT_S`;
+    `load_module_async` and `build_async` wait for it without blocking the event loop. An
+    import still running when its time is up is not started again for the same file (path and
+    stamp) while its thread runs: a retry is refused at once.
+    """
 
     def __init__(self) -> None:
-        self._modules: dict[Path, tuple[tuple[int, int, str], types.ModuleType]] = {}
+        self._modules: dict[Path, tuple[Stamp, types.ModuleType]] = {}
 
     @staticmethod
     def module_name(skill: Skill) -> str:
@@ -408,12 +364,31 @@ class SkillTreeLoader:
         return f"{TREE_MODULE_PREFIX}.{skill.name.replace('-', '_')}_{digest}"
 
     def load_module(self, skill: Skill) -> types.ModuleType:
-        """Import (or re-import, if the file changed) the skill's tree module.
+        """Import (or re-import, if the file changed) the skill's tree module, blocking the
+        caller until it is imported (use `load_module_async` on an event loop).
 
         Raises:
-            SkillLoadError: not a bt skill, the file is missing, importing it raised, or it has
-                no callable ``build_tree``.
+            SkillLoadError: not a bt skill, the file is missing, importing it raised (anything,
+                a `BaseException` too) or took too long, or it has no callable ``build_tree``.
         """
+        found = self._start(skill)
+        if isinstance(found, types.ModuleType):
+            return found
+        return self._finish(skill, found, found.wait(TREE_IMPORT_TIMEOUT_S))
+
+    async def load_module_async(self, skill: Skill) -> types.ModuleType:
+        """`load_module`, awaiting the import's thread instead of blocking the event loop.
+
+        Raises:
+            SkillLoadError: as `load_module`.
+        """
+        found = self._start(skill)
+        if isinstance(found, types.ModuleType):
+            return found
+        return self._finish(skill, found, await found.wait_async(TREE_IMPORT_TIMEOUT_S))
+
+    def _start(self, skill: Skill) -> types.ModuleType | TreeImport:
+        """The cached module of the file as it is, or its import (running, or started here)."""
         path = skill.tree_path
         if path is None:
             raise SkillLoadError(
@@ -435,57 +410,74 @@ class SkillTreeLoader:
         cached = self._modules.get(path)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        name = self.module_name(skill)
-        spec = importlib.util.spec_from_loader(name, _SourceLoader(source, str(path)),
-                                               origin=str(path))
-        assert spec is not None and spec.loader is not None
-        spec.has_location = True  # tracebacks and inspect name the file
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling look the module up by name
-        try:
-            _exec_bounded(spec.loader, module, path)
-        except (Exception, SystemExit) as exc:
-            sys.modules.pop(name, None)
-            if isinstance(exc, SkillLoadError):
-                raise
-            # tracebacks name the file as it was imported; compare real paths
-            real = os.path.realpath(path)
-            frames = [
-                f for f in traceback.extract_tb(exc.__traceback__)
-                if os.path.realpath(f.filename) == real
-            ]
-            line = frames[-1].lineno if frames else getattr(exc, "lineno", None)
+        return start_import(self.module_name(skill), source, str(path), stamp)
+
+    def _finish(self, skill: Skill, started: TreeImport, finished: bool) -> types.ModuleType:
+        """The module ``started`` imported, cached, or the `SkillLoadError` saying why not."""
+        module = started.module
+        path = skill.tree_path
+        assert path is not None
+        if not finished:
+            forget(module)
+            raise SkillLoadError(
+                f"importing the tree module did not finish within {TREE_IMPORT_TIMEOUT_S} s and "
+                "is still running in a thread that cannot be stopped (the file is not imported "
+                "again until it changes or that import ends): does its top level loop or wait? "
+                "Do the work in build_tree(ctx) or in the tree's nodes",
+                path=str(path), field="build_tree",
+            )
+        exc = started.raised
+        if exc is not None:
+            # anything it raised, KeyboardInterrupt included: its thread gets no signals
+            forget(module)
             raise SkillLoadError(
                 f"importing the tree module {failure_text(exc)}",
-                path=str(path), line=line, field="build_tree",
+                path=str(path), field="build_tree",
+                # a SyntaxError has no frame of the file: it says its line itself
+                line=line_in(exc, path) or getattr(exc, "lineno", None),
             ) from exc
         if not callable(getattr(module, "build_tree", None)):
-            sys.modules.pop(name, None)
+            forget(module)
             raise SkillLoadError(
                 f"{path.name} defines no callable build_tree(ctx)", path=str(path),
                 field="build_tree",
             )
-        self._modules[path] = (stamp, module)
+        sys.modules[module.__name__] = module  # the module in use is the one found by name
+        self._modules[path] = (started.key[1], module)
         return module
 
     def build(self, skill: Skill, ctx: BTSkillContext) -> Behaviour:
-        """Call ``build_tree(ctx)`` and prepare the tree for the skill's namespace and guard.
+        """Call ``build_tree(ctx)`` and prepare the tree for the skill's namespace and guard
+        (use `build_async` on an event loop: the import may take `TREE_IMPORT_TIMEOUT_S`).
 
         Raises:
             SkillLoadError: the module cannot be loaded, ``build_tree`` raised or returned
                 something other than a behaviour, or the tree uses an undeclared tool.
         """
-        module = self.load_module(skill)
+        return self._build(self.load_module(skill), skill, ctx)
+
+    async def build_async(self, skill: Skill, ctx: BTSkillContext) -> Behaviour:
+        """`build`, awaiting the module's import instead of blocking the event loop.
+
+        Raises:
+            SkillLoadError: as `build`.
+        """
+        return self._build(await self.load_module_async(skill), skill, ctx)
+
+    def _build(self, module: types.ModuleType, skill: Skill, ctx: BTSkillContext) -> Behaviour:
+        """Call the module's ``build_tree(ctx)`` and prepare the tree (see `build`)."""
         path = str(skill.tree_path)
         try:
             tree = module.build_tree(ctx)
         except SkillLoadError:
             raise
-        except (Exception, SystemExit) as exc:  # sys.exit() here ended the caller
-            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+        except BaseException as exc:  # sys.exit() or a BaseException of its own ended the caller
+            if isinstance(exc, KeyboardInterrupt) and (
+                    threading.current_thread() is threading.main_thread()):
+                raise  # a person's Ctrl-C may land here, and must stop what runs
             raise SkillLoadError(
                 f"build_tree {failure_text(exc, 'raised')}", path=path,
-                line=frames[-1].lineno if frames else None, field="build_tree",
+                line=line_in(exc, path), field="build_tree",
             ) from exc
         if not isinstance(tree, Behaviour):
             code = getattr(module.build_tree, "__code__", None)
@@ -717,7 +709,7 @@ async def run_bt_skill(
     bt = BTSkillContext.create(
         skill, state_manager=manager, inputs=inputs, tools=tools, custom_tools=custom_tools
     )
-    tree = (loader or SkillTreeLoader()).build(skill, bt)
+    tree = await (loader or SkillTreeLoader()).build_async(skill, bt)
     runner = ReactiveRunner(tree, manager, config=config,
                             constraints=Constraints.merge(constraints, skill.constraints))
     bt.run = runner.ctx
@@ -883,7 +875,7 @@ class RunBTSkillTool(Tool):
             chosen, state_manager=manager, inputs=inputs, namespace=namespace, tools=self.tools,
             custom_tools=self.custom_tools, skill_result_key=self.skill_result_key, run=inner,
         )
-        tree = self.loader.build(chosen, bt)
+        tree = await self.loader.build_async(chosen, bt)
         limit = Constraints.merge(outer.constraints, chosen.constraints).timeout
         # the skill and its inputs, not the call: a call made again once a person approved finds
         # the approval of what a node in its tree asked (a SkillNode's tools too) at one path

@@ -466,6 +466,194 @@ def test_a_tree_that_loops_at_import_is_refused_after_the_time_limit(
     assert SkillTreeLoader().load_module(fine).MARK == "ok"
 
 
+BASE_EXCEPTION_TREE = (
+    "class Failed(BaseException):  # as pytest's Failed, gevent's Timeout\n"
+    "    pass\n\n"
+    "{at_import}\n"
+    "def build_tree(ctx):\n"
+    "    {in_build}\n"
+)
+
+
+@pytest.mark.parametrize("raised", ["Failed('gave up')", "GeneratorExit", "KeyboardInterrupt"])
+def test_a_tree_raising_a_base_exception_at_import_is_a_load_error(
+    tmp_path: Path, raised: str
+) -> None:
+    """A BaseException that is no Exception, raised by a tree module at import, went past
+    ``except Exception``: `jianmu skills validate` stopped with a traceback, a run raised it
+    raw, a KeyboardInterrupt of its own read as the user's Ctrl-C; and the module stayed in
+    sys.modules. The import runs on a thread of its own, which no signal reaches: whatever
+    is raised there is the module's."""
+    from jianmu.skills import bt
+
+    folder = _bt_skill(tmp_path, "raises", BASE_EXCEPTION_TREE.format(
+        at_import=f"raise {raised}", in_build="pass"))
+    skill = load_skill(folder)
+    with pytest.raises(SkillLoadError, match=rf"importing the tree module failed: "
+                       rf"{raised.split('(')[0]}") as info:
+        SkillTreeLoader().load_module(skill)
+    assert info.value.line == 4 and info.value.path == str(skill.tree_path)
+    assert not any(name.startswith(bt.TREE_MODULE_PREFIX + ".raises_") for name in sys.modules)
+    # what `jianmu skills validate` checks, one folder after another
+    other = _bt_skill(tmp_path, "fine", ECHO_TREE.format(mark="ok"))
+    checker = SkillCatalog([])
+    with pytest.raises(SkillLoadError, match="importing the tree module"):
+        checker.validate(folder)
+    assert checker.validate(other).name == "fine"
+
+
+def test_a_base_exception_from_build_tree_is_a_load_error_but_a_ctrl_c_still_stops(
+    tmp_path: Path
+) -> None:
+    """build_tree raising a BaseException of its own is a load error naming its line. It runs
+    on the caller's thread: on the main thread, where a person's Ctrl-C lands, a
+    KeyboardInterrupt still stops the caller; on any other thread it can only be the tree's."""
+    import threading
+
+    fails = load_skill(_bt_skill(tmp_path, "fails", BASE_EXCEPTION_TREE.format(
+        at_import="", in_build="raise Failed('in build_tree')")))
+    with pytest.raises(SkillLoadError, match=r"build_tree raised Failed: in build_tree") as info:
+        SkillTreeLoader().build(fails, BTSkillContext.create(fails, state_manager=StateManager()))
+    assert info.value.line == 6 and info.value.path == str(fails.tree_path)
+
+    interrupts = load_skill(_bt_skill(tmp_path, "interrupts", BASE_EXCEPTION_TREE.format(
+        at_import="", in_build="raise KeyboardInterrupt")))
+    ctx = BTSkillContext.create(interrupts, state_manager=StateManager())
+    with pytest.raises(KeyboardInterrupt):
+        SkillTreeLoader().build(interrupts, ctx)
+    outcome: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            SkillTreeLoader().build(interrupts, ctx)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=build)
+    worker.start()
+    worker.join()
+    (error,) = outcome
+    assert isinstance(error, SkillLoadError) and error.line == 6
+    assert "build_tree raised KeyboardInterrupt" in str(error)
+
+
+def test_a_base_exception_from_a_tree_answers_the_models_run_bt_skill_call(
+    tmp_path: Path
+) -> None:
+    """A SkillNode's run_bt_skill call of a tree raising a BaseException of its own raised it
+    out of run_sync; the model never got its answer."""
+    from jianmu.llm import ScriptedLLM
+    from jianmu.skills import SkillNode
+
+    _bt_skill(tmp_path, "raises", BASE_EXCEPTION_TREE.format(
+        at_import="raise Failed('gave up')", in_build="pass"))
+    seen: list[str] = []
+
+    def answer(messages: list[Any]) -> str:
+        seen.append(str([m.content for m in messages if m.role == "tool"][-1]))
+        return "done"
+
+    llm = ScriptedLLM([[{"name": "run_bt_skill", "arguments": {"skill": "raises"}}], answer])
+    node = SkillNode("S", ["raises"], llm, catalog=SkillCatalog([tmp_path]))
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    result = ReactiveRunner(node, state).run_sync()
+    assert result.status is RunStatus.SUCCESS, result.error
+    (observation,) = seen
+    assert "importing the tree module failed: Failed: gave up" in observation
+
+
+GATE_MODULE = "_jianmu_test_tree_gate"
+GATED_TREE = f"""
+import sys
+
+gate = sys.modules[{GATE_MODULE!r}]
+gate.entered.set()
+gate.release.wait()  # the test decides when the import ends
+"""
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """What a gated tree module waits on at import, released (and its threads ended) after."""
+    import threading
+    import types
+
+    from jianmu.skills import bt
+
+    held = types.SimpleNamespace(entered=threading.Event(), release=threading.Event())
+    monkeypatch.setitem(sys.modules, GATE_MODULE, held)
+    yield held
+    held.release.set()
+    for thread in _import_threads(bt.TREE_MODULE_PREFIX + ".gated_"):
+        thread.join()
+
+
+def _import_threads(module_prefix: str) -> list[Any]:
+    """The threads importing tree modules whose names start with ``module_prefix``."""
+    import threading
+
+    return [t for t in threading.enumerate()
+            if t.name.startswith(f"jianmu-tree-import-{module_prefix}")]
+
+
+@pytest.mark.anyio
+async def test_a_slow_tree_import_leaves_the_event_loop_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gate: Any
+) -> None:
+    """The model's run_bt_skill call waited for a tree module's import with ``join`` on the
+    event loop's thread: every other run, stream and studio page on that loop froze, up to
+    `TREE_IMPORT_TIMEOUT_S` per call. The import is awaited: the loop runs on meanwhile."""
+    import asyncio
+
+    from jianmu.skills import bt
+
+    monkeypatch.setattr(bt, "TREE_IMPORT_TIMEOUT_S", 120.0)  # the test ends the import itself
+    _bt_skill(tmp_path, "gated", GATED_TREE + ECHO_TREE.format(mark="slow"))
+    state = StateManager(AgentState)
+    call = asyncio.create_task(RunBTSkillTool(SkillCatalog([tmp_path])).execute(
+        {"skill": "gated", "inputs": {}},
+        injected={"state": state.scope("host"), "call_id": "call_1"}))
+    await asyncio.to_thread(gate.entered.wait)  # the loop ran this while the import waits
+    assert not call.done()
+    gate.release.set()
+    assert await call == {"echo": {}, "mark": "slow"}
+
+
+def test_a_tree_import_that_timed_out_is_not_started_again_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gate: Any
+) -> None:
+    """Each retry of a tree module looping at import started one more thread looping for
+    good. One still running after its time is refused at once for the same file (each run
+    makes its own loader); an edited file is tried again; once that import ends, too."""
+    import asyncio
+
+    from jianmu.skills import bt
+
+    monkeypatch.setattr(bt, "TREE_IMPORT_TIMEOUT_S", 0.05)
+    folder = _bt_skill(tmp_path, "gated", GATED_TREE + ECHO_TREE.format(mark="one"))
+    skill = load_skill(folder)
+    prefix = bt.TREE_MODULE_PREFIX + ".gated_"
+    stuck = r"did not finish within 0\.05 s and is still running in a thread that cannot be"
+    for _ in range(3):  # the model tries again; a run's loader is its own
+        with pytest.raises(SkillLoadError, match=stuck):
+            SkillTreeLoader().load_module(skill)
+        with pytest.raises(SkillLoadError, match=stuck):
+            asyncio.run(SkillTreeLoader().load_module_async(skill))
+    assert len(_import_threads(prefix)) == 1
+    assert SkillTreeLoader.module_name(skill) not in sys.modules
+
+    (folder / "tree.py").write_text(GATED_TREE + ECHO_TREE.format(mark="two"), encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(SkillLoadError, match=stuck):
+            SkillTreeLoader().load_module(skill)
+    assert len(_import_threads(prefix)) == 2
+
+    gate.release.set()
+    for thread in _import_threads(prefix):
+        thread.join()
+    assert SkillTreeLoader().load_module(skill).MARK == "two"
+
+
 RAISING_TREE = '''
 import asyncio
 from pathlib import Path
