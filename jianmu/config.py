@@ -529,9 +529,51 @@ _SECRET_KEYS = frozenset({"headers", "auth", "token", "api_key", "base_url", "ur
 """Keys whose values a validation error must not echo."""
 
 
+_NULL_KEYS = ("null", "Null", "NULL", "~", "")
+"""How YAML writes a key it reads as null."""
+
+
+def _line_of(loc: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> int | str:
+    """The line of the key at ``loc`` (or of its parent), ``?`` if none: a key YAML read as a
+    number or null (``5:``, ``~:``) is one pydantic names by its value, YAML by its text."""
+    loc = tuple(part for part in loc if part != "[key]")
+    texts = {tuple(str(part) for part in path): line for path, line in lines.items()}
+    for path in (loc, loc[:-1]):
+        found = lines.get(path) or texts.get(tuple(str(part) for part in path))
+        if found is None and path and path[-1] in (None, "None"):  # pydantic's name of null
+            found = next((texts[key] for text in _NULL_KEYS
+                          if (key := (*map(str, path[:-1]), text)) in texts), None)
+        if found:
+            return found
+    return "?"
+
+
+def _key_line(parent: tuple[Any, ...], key: Any, lines: dict[tuple[Any, ...], int]) -> int:
+    """The line of the key under ``parent`` that YAML reads as ``key`` (``True`` for ``yes``,
+    which pydantic names ``1``), 0 if none."""
+    import yaml
+
+    parent = tuple(str(part) for part in parent)
+    for path, line in lines.items():
+        if len(path) == len(parent) + 1 and tuple(map(str, path[:-1])) == parent:
+            try:
+                read = yaml.safe_load(str(path[-1])) if path[-1] != "" else None
+            except yaml.YAMLError:
+                continue
+            if read == key and type(read) is type(key):
+                return line
+    return 0
+
+
 def _explain(error: Any, where: str, lines: dict[tuple[Any, ...], int]) -> str:
     loc = tuple(error["loc"])
-    line = lines.get(loc) or lines.get(loc[:-1]) or "?"
+    line = _line_of(loc, lines)
+    if loc and loc[-1] == "[key]":  # a key that is not text: YAML read it as a number, a null
+        got = error.get("input")
+        shown = "null" if got is None else str(got)
+        line = _key_line(loc[:-2], got, lines) or line
+        return (f"{where}:{line}: {_dotted(loc[:-1])}: a key here is text, and YAML reads "
+                f"{shown} as {type(got).__name__}: quote it ('{shown}': ...)")
     if error["type"] == "extra_forbidden":
         return f"{where}:{line}: {_dotted(loc)}: unknown key{unknown_key_hint(AppConfig, loc)}"
     got = error.get("input")

@@ -353,3 +353,16 @@ def test_a_negative_rate_limit_is_refused_at_load_naming_its_line(
     with pytest.raises(ConfigError, match=rf"{path}:3: guard.rate_limits.calculator: .*"
                                           r"greater than or equal to 0"):
         load_config(path)
+
+
+@pytest.mark.parametrize(("key", "read"), [("5", "5 as int"), ("~", "null as NoneType"),
+                                           ("1.5", "1.5 as float"), ("true", "True as bool")])
+def test_a_key_yaml_reads_as_no_text_names_its_line_and_says_to_quote_it(
+    tmp_path: Path, key: str, read: str
+) -> None:
+    # the line was '?' and the words pydantic's ("guard.tool_policy.5.[key]: Input should be
+    # a valid string")
+    path = write(tmp_path, f"guard:\n  tool_policy:\n    {key}: deny\n")
+    with pytest.raises(ConfigError, match=rf"{path}:3: guard\.tool_policy\.\S+: a key here is "
+                                          rf"text, and YAML reads {re.escape(read)}: quote it"):
+        load_config(path)
