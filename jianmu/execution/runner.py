@@ -36,7 +36,7 @@ from jianmu.constraints import (
     ExecutionConstraints,
 )
 from jianmu.errors import PathEscapeError, ToolExecutionError, ToolInputError, ToolTimeoutError
-from jianmu.execution.threads import WorkerPool
+from jianmu.execution.threads import CALLING, Calling, WorkerPool
 
 if TYPE_CHECKING:
     from jianmu.execution.sandbox import Sandbox
@@ -632,12 +632,16 @@ class ToolRunner:
                                 lambda: self._timed_out(tool, timeout))
         # in-process; the folder was made with the pool above: no stat on every call
         token, read_only = set_workspace(self.workspace), _READ_ONLY.set(self._read_only)
+        # a sync call's thread, followed: whether it began, under which tool it is abandoned
+        here = None if tool.is_async else Calling(tool.name)
+        followed = CALLING.set(here)
         try:
             if timeout == math.inf:
                 return await tool.invoke(args, executor=self._pool)
             return await within(tool.invoke(args, executor=self._pool), timeout,
-                                lambda: self._timed_out(tool, timeout))
+                                lambda: self._timed_out(tool, timeout, here))
         finally:
+            CALLING.reset(followed)
             _READ_ONLY.reset(read_only)
             reset_workspace(token)
 
@@ -682,9 +686,16 @@ class ToolRunner:
             _LIFE.reset(life)
             reset_workspace(token)
 
-    @staticmethod
-    def _timed_out(tool: RunnableTool, timeout: float) -> ToolTimeoutError:
-        """The error for a call that ran past ``timeout``."""
+    def _timed_out(
+        self, tool: RunnableTool, timeout: float, here: Calling | None = None,
+    ) -> ToolTimeoutError:
+        """The error for a call that ran past ``timeout`` (``here``: a sync one, followed)."""
+        if here is not None and not here.started:  # it waited for a thread all along
+            return ToolTimeoutError(
+                f"tool {tool.name!r} did not start within {timeout:g}s: all {self.max_workers} "
+                "worker threads this agent may use for synchronous tools were busy with other "
+                "calls, so it never ran; calling it again is safe"
+            )
         sandboxed = tool.sandboxed
         # a thread cannot be killed: say so rather than claim the work stopped
         fate = "was stopped" if sandboxed or tool.is_async else (

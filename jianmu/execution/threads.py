@@ -7,6 +7,12 @@ a Docker request). Each kind runs on one process-wide set of threads (``jianmu-t
 seconds ends: a process that ran thousands of runs keeps no thread, and a new run starts none
 while one is idle (a thread start blocks the loop and costs more than a short tool). Results
 come back to each loop in bunches (`_Inbox`), without ``run_in_executor``'s chained futures.
+
+A tool call whose caller stops waiting once its thread took it (its timeout, a stopped run) is
+abandoned: threads cannot be killed, so it goes on, but it no longer counts against its pool's
+``max_workers`` nor the process's `MAX_THREADS`, and its thread ends with it. A hung tool asked
+many times thus never holds the threads the later calls need; `MAX_ABANDONED` bounds how many
+such threads the process keeps.
 """
 
 from __future__ import annotations
@@ -26,14 +32,49 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-__all__ = ("IDLE_S", "MAX_THREADS", "WorkerPool", "run_in_worker", "thread_starts", "to_thread")
+from jianmu.errors import ToolExecutionError
+
+__all__ = (
+    "CALLING",
+    "IDLE_S",
+    "MAX_ABANDONED",
+    "MAX_THREADS",
+    "Calling",
+    "WorkerPool",
+    "run_in_worker",
+    "thread_starts",
+    "to_thread",
+)
 
 T = TypeVar("T")
 
 IDLE_S = 1.0
 """Seconds a shared thread waits for work before it ends."""
 MAX_THREADS = 64
-"""Threads of one kind at most in the process; calls beyond them wait for a free one."""
+"""Threads of one kind at most in the process; calls beyond them wait for a free one. A thread
+running an abandoned call is not counted (`MAX_ABANDONED`)."""
+MAX_ABANDONED = 32
+"""Threads at most in the process still running tool calls their callers abandoned (timed out,
+stopped), apart from `MAX_THREADS`. Once there are this many, a new call of a tool that has such
+a thread is refused before it starts (`ToolExecutionError`), where it would add another; other
+tools' calls still run. The calls already running when the bound is reached may each be
+abandoned still, so it is passed by at most those."""
+
+
+class Calling:
+    """One tool call on its way to a worker thread, as its `ToolRunner` follows it: the tool's
+    name (a thread it leaves abandoned is counted under it) and whether a thread took it."""
+
+    __slots__ = ("started", "tool")
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+        self.started = False
+
+
+CALLING: contextvars.ContextVar[Calling | None] = contextvars.ContextVar(
+    "jianmu_calling", default=None)
+"""The tool call that a `run_in_worker` made here is (set by the `ToolRunner` around it)."""
 
 
 _STARTS: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
@@ -110,7 +151,8 @@ def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
 class _Job:
     """One blocking call on its way to a thread; dropped calls never start."""
 
-    __slots__ = ("call", "context", "dropped", "future", "inbox", "pool", "starts")
+    __slots__ = ("abandoned", "call", "calling", "context", "dropped", "finished", "future",
+                 "inbox", "pool", "started", "starts")
 
     def __init__(
         self, call: Callable[[], Any], future: asyncio.Future[Any], inbox: _Inbox,
@@ -122,7 +164,11 @@ class _Job:
         self.pool = pool
         self.context = contextvars.copy_context()
         self.dropped = False
+        self.started = False
+        self.finished = False
+        self.abandoned = False
         self.starts = _STARTS.get()
+        self.calling = CALLING.get() if pool is not None else None
 
     def run(self) -> tuple[bool, Any] | None:
         """Make the call: whether it returned, and its value or exception; None if not made."""
@@ -132,14 +178,23 @@ class _Job:
         with _CLAIM:
             if self.dropped:  # the caller stopped waiting before a thread came
                 return None
+            self.started = True
             if self.starts is not None:
                 self.starts.append(True)
+            if self.calling is not None:
+                self.calling.started = True
         try:
             return True, self.context.run(self.call)
         except GeneratorExit:  # a task would throw it into its coroutine, which closes it
             return False, RuntimeError("the call raised GeneratorExit")
         except BaseException as exc:  # handed to the caller, as run_in_executor does
             return False, exc
+
+    def end(self) -> bool:
+        """From its thread, the call made: whether its caller still waits (not abandoned)."""
+        with _CLAIM:
+            self.finished = True
+            return not self.abandoned
 
     def deliver(self, outcome: tuple[bool, Any]) -> None:
         """Hand ``outcome`` to the waiting caller, on its loop."""
@@ -174,6 +229,34 @@ class _Threads:
         self._lock = threading.Lock()
         self._count = 0
         self._idle = 0  # threads waiting for a job that no submitted job has claimed yet
+        # threads running abandoned calls, not in ``_count``: in all, and by tool
+        self._abandoned = 0
+        self._abandoned_by: dict[str, int] = {}
+
+    def refusal(self, tool: str) -> int:
+        """How many abandoned calls of ``tool`` still run when the process holds
+        `MAX_ABANDONED` of them in all (its new call would add one more); else 0."""
+        if self._abandoned < MAX_ABANDONED:  # nearly always: no lock on a call's way
+            return 0
+        with self._lock:
+            return self._abandoned_by.get(tool, 0) if self._abandoned >= MAX_ABANDONED else 0
+
+    def abandon(self, tool: str | None) -> None:
+        """A running call's caller stopped waiting: its thread leaves the count (another may
+        start in its place) and ends once the call is over."""
+        with self._lock:
+            self._count -= 1
+            self._abandoned += 1
+            if tool is not None:
+                self._abandoned_by[tool] = self._abandoned_by.get(tool, 0) + 1
+
+    def _abandoned_ended(self, tool: str | None) -> None:
+        with self._lock:
+            self._abandoned -= 1
+            if tool is not None:
+                left = self._abandoned_by.pop(tool, 0) - 1
+                if left > 0:
+                    self._abandoned_by[tool] = left
 
     def submit(self, job: _Job) -> None:
         """Queue ``job``; start a thread when none is idle and the bound allows one."""
@@ -200,6 +283,9 @@ class _Threads:
                         return
                 continue  # a job was claimed from us just now: it is being queued
             outcome = job.run()
+            if outcome is not None and not job.end():  # abandoned: counted out already
+                self._abandoned_ended(None if job.calling is None else job.calling.tool)
+                return  # nobody waits for it; the thread that took its place serves on
             with self._lock:  # idle before the caller hears: its next call takes this thread
                 self._idle += 1
             if outcome is not None:
@@ -273,6 +359,38 @@ class WorkerPool:
         if job is not None:
             self._threads.submit(job)
 
+    def stop_waiting(self, job: _Job) -> None:
+        """The caller of ``job`` stopped waiting (cancelled): not started, it never starts;
+        running, it is abandoned (its thread goes on alone) and holds none of this pool's
+        places, nor the process's threads, any more: the next call goes."""
+        with _CLAIM:  # counted out before its thread can see it abandoned and end
+            if not job.started:
+                job.dropped = True
+                return
+            if job.finished:  # over: its thread frees its place itself
+                return
+            job.abandoned = True
+            self._threads.abandon(None if job.calling is None else job.calling.tool)
+        self.finished()
+
+    def refuse(self) -> None:
+        """Refuse the call about to be made here if its tool has abandoned calls still
+        running and the process holds `MAX_ABANDONED` of them.
+
+        Raises:
+            ToolExecutionError: so; the call was not started.
+        """
+        here = CALLING.get()
+        if here is None:
+            return
+        running = self._threads.refusal(here.tool)
+        if running:
+            raise ToolExecutionError(
+                f"tool {here.tool!r} was not run: {running} earlier call(s) of it still run in "
+                f"worker threads after they timed out or were stopped, and the process already "
+                f"keeps {MAX_ABANDONED} such threads; call it again once they have finished, or "
+                "do without it")
+
     def shutdown(self) -> None:
         """Drop the calls not yet started (their callers are cancelled); running ones finish."""
         with self._lock:
@@ -292,20 +410,24 @@ async def run_in_worker(
 
     A cancelled caller stops waiting (a call not yet started never starts); a started thread
     finishes on its own (threads cannot be killed), which is why sandboxed tools run code in
-    a child process instead. With a `WorkerPool` (a `ToolRunner`'s) the call runs on the
-    process's tool threads; with another ``executor`` on that one. Without either, the call is
-    a user's own (`jianmu.tools.Tool.invoke` called directly, maybe from trio-style code), and
-    anyio's threads run it, under ``limiter``.
+    a child process instead: on a `WorkerPool` it is abandoned, holding none of the pool's
+    places, and a tool with abandoned calls running is refused once the process keeps
+    `MAX_ABANDONED` of them (`ToolExecutionError`). With a `WorkerPool` (a `ToolRunner`'s) the
+    call runs on the process's tool threads; with another ``executor`` on that one. Without
+    either, the call is a user's own (`jianmu.tools.Tool.invoke` called directly, maybe from
+    trio-style code), and anyio's threads run it, under ``limiter``.
     """
     if isinstance(executor, WorkerPool):
+        executor.refuse()
         loop = asyncio.get_running_loop()
         job = _Job(call, loop.create_future(), _inbox(loop), executor)
         executor.submit(job)
         try:
             return await job.future
         except asyncio.CancelledError:
-            with _CLAIM:  # not started yet: it never starts (`thread_starts` stays empty)
-                job.dropped = True
+            # not started yet: it never starts (`thread_starts` stays empty); started, it is
+            # abandoned, and its place goes to the next call
+            executor.stop_waiting(job)
             raise
     if executor is not None:
         loop = asyncio.get_running_loop()

@@ -69,8 +69,8 @@ from jianmu.nodes._redirects import executor_refusal
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.state import ledger_view, tokens_spent, usage_view
 from jianmu.nodes.tool_failures import (
-    OWN_FAILURES,
     error_text,
+    interrupts,
     own_failure,
     transient,
     withheld,
@@ -700,7 +700,9 @@ class ToolExecutor(AsyncNode):
                 self.state.update({"suspended_call_ids": [call.id]})
             events.emit("tool.call.suspended", tool=tool.name, call_id=call.id, reason=str(exc))
             return
-        except asyncio.CancelledError:  # halted: a call stopped before it began runs again
+        except BaseException as exc:  # halted, Ctrl-C: a call stopped before it began runs again
+            if not interrupts(exc):  # a bug of ours, a lost run: not a stop
+                raise
             ran = ran or (got[0] if got else None)
             if ran is not None:  # ...unless it had ended and a guardrail was reading its result:
                 # it is done (never run again), its result withheld, as no guardrail passed it
@@ -818,12 +820,6 @@ class ToolExecutor(AsyncNode):
                 break
             except ToolSuspended:
                 raise
-            except OWN_FAILURES as exc:
-                error, raised = own_failure(exc, halted=self._halted), exc
-                if error is None:  # halted, timed out: not the tool's
-                    raise
-                raw = None
-                break
             except Exception as exc:
                 raw, error, raised = None, error_text(exc), exc
                 if attempt >= retries or not transient(exc):
@@ -833,6 +829,12 @@ class ToolExecutor(AsyncNode):
                                  attempt=attempt, error=error if not guarded else
                                  f"{type(exc).__name__} (its text is the guardrails' to read)")
                 await anyio.sleep(self.config.retry_backoff * attempt)
+            except BaseException as exc:  # sys.exit(), pytest's Failed, gevent's Timeout...
+                error, raised = own_failure(exc, halted=self._halted), exc
+                if error is None:  # halted, timed out, Ctrl-C: not the tool's
+                    raise
+                raw = None
+                break
         if error is not None and self.ctx.tracer is not None:  # its span's error.type
             self._raised[call.id] = type(raised).__name__
         return ToolResult.from_raw(

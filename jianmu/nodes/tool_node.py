@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import time
@@ -28,7 +27,7 @@ from jianmu.nodes.tool_executor import (
     preview,
     with_calls_in_flight,
 )
-from jianmu.nodes.tool_failures import OWN_FAILURES, error_text, own_failure, withheld
+from jianmu.nodes.tool_failures import error_text, interrupts, own_failure, withheld
 from jianmu.nodes.tool_spans import finish_span, tool_span_attributes
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.context import consume_approval, fresh_request_id
@@ -291,9 +290,9 @@ class ToolNode(AsyncNode):
                     raised.append(type(exc).__name__)
                     done = ToolResult(tool=tool.name, ok=False, error=error_text(exc),
                                       duration_ms=elapsed_ms(start))
-                except OWN_FAILURES as exc:
+                except BaseException as exc:  # sys.exit(), pytest's Failed, gevent's Timeout
                     error = own_failure(exc, halted=self._halted)
-                    if error is None:  # the node was halted: not the tool's
+                    if error is None:  # the node was halted, Ctrl-C: not the tool's
                         raise
                     raised.append(type(exc).__name__)
                     done = ToolResult(tool=tool.name, ok=False, error=error,
@@ -317,8 +316,9 @@ class ToolNode(AsyncNode):
             checking = set_redirect_check(check)
             try:
                 result = await self.ctx.step(key, call)
-            except asyncio.CancelledError:  # stopped: one that began may not run again
-                self._stopped(step, began=bool(asked and asked[-1]))
+            except BaseException as exc:  # stopped, Ctrl-C: one that began may not run again
+                if interrupts(exc):
+                    self._stopped(step, began=bool(asked and asked[-1]))
                 raise
             finally:
                 reset_redirect_check(checking)

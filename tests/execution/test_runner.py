@@ -280,6 +280,47 @@ async def test_a_timed_out_sync_tool_is_reported_as_abandoned(tmp_path: Path) ->
         await runner.close()
 
 
+async def test_a_sync_call_that_timed_out_waiting_for_a_thread_says_it_never_ran(
+    tmp_path: Path,
+) -> None:
+    """Its place in the pool never came (every thread busy with a live call): it did not run,
+    and is not reported as run past its timeout and abandoned."""
+    release, started, ran = threading.Event(), threading.Event(), []
+
+    class Busy(Tool):
+        name = "busy"
+        input_schema = {"type": "object", "properties": {}}
+
+        def run(self) -> str:  # no timeout: it holds the only place until released
+            started.set()
+            release.wait(30)
+            return "done"
+
+    class Quick(Tool):
+        name = "quick"
+        input_schema = {"type": "object", "properties": {}}
+        timeout_seconds = 0.05
+
+        def run(self) -> str:
+            ran.append("quick")
+            return "quick"
+
+    runner = ToolRunner(ExecutionConstraints(workdir=str(tmp_path)), max_workers=1)
+    try:
+        busy = asyncio.ensure_future(runner.run(Busy(), {}))
+        assert await asyncio.to_thread(started.wait, 30)
+        with pytest.raises(ToolTimeoutError, match=r"did not start within .* never ran") as e:
+            await runner.run(Quick(), {})
+        assert "abandoned" not in str(e.value)
+        release.set()
+        assert await busy == "done"
+        assert await runner.run(Busy(), {}) == "done"  # the dropped call left no place taken
+        assert ran == []
+    finally:
+        release.set()
+        await runner.close()
+
+
 async def test_a_tools_own_timeout_error_is_not_taken_for_the_runners(tmp_path: Path) -> None:
     class OwnTimeout(Tool):
         name = "own_timeout"

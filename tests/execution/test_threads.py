@@ -13,6 +13,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
+from jianmu.errors import ToolExecutionError
 from jianmu.execution import threads
 from jianmu.execution.threads import WorkerPool, run_in_worker, to_thread
 
@@ -234,3 +235,67 @@ async def test_a_forked_child_starts_threads_of_its_own(monkeypatch: pytest.Monk
         os.waitpid(pid, 0)
     assert got == b"child"  # not queued for the parent's idle thread, which the child lacks
     await _idle_briefly(monkeypatch)  # none waits a minute in the tests after this one
+
+
+def _abandoned() -> int:
+    return threads._threads("jianmu-tool")._abandoned
+
+
+async def test_an_abandoned_call_gives_its_place_to_the_next_one() -> None:
+    """A caller that stops waiting for a started call frees its place in the pool (and the
+    process's count of threads); the hung thread goes on alone and ends with its call."""
+    pool, gate, started = WorkerPool(1), threading.Event(), threading.Event()
+
+    def hang() -> bool:
+        started.set()
+        return gate.wait(60)
+
+    before = _abandoned()
+    hung = asyncio.ensure_future(run_in_worker(hang, executor=pool))
+    assert await asyncio.to_thread(started.wait, 30)
+    hung.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await hung
+    assert _abandoned() == before + 1
+    # the pool's only place is free: the next call runs while the abandoned one still hangs
+    assert await asyncio.wait_for(run_in_worker(lambda: "next", executor=pool), 30) == "next"
+    gate.set()
+    assert await _until(lambda: _abandoned() == before)  # its thread ended with its call
+    assert await run_in_worker(lambda: "again", executor=pool) == "again"
+    pool.shutdown()
+
+
+async def test_past_the_cap_a_tool_with_abandoned_calls_is_refused_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(threads, "MAX_ABANDONED", 2)
+    pool, gate, ran = WorkerPool(4), threading.Event(), []
+    began = [threading.Event() for _ in range(2)]
+
+    async def call(tool: str, fn: Callable[[], object]) -> object:
+        threads.CALLING.set(threads.Calling(tool))  # as the ToolRunner does: in this task
+        return await run_in_worker(fn, executor=pool)
+
+    def hang(i: int) -> bool:
+        began[i].set()
+        return gate.wait(60)
+
+    before = _abandoned()
+    hung = [asyncio.ensure_future(call("fetch", lambda i=i: hang(i))) for i in range(2)]
+    for event in began:
+        assert await asyncio.to_thread(event.wait, 30)
+    for task in hung:
+        task.cancel()
+    await asyncio.gather(*hung, return_exceptions=True)
+    try:
+        assert _abandoned() == before + 2
+        with pytest.raises(ToolExecutionError, match="'fetch' was not run: 2 earlier"):
+            await call("fetch", lambda: ran.append("fetch"))
+        assert await call("clock", lambda: "12:00") == "12:00"  # another tool still runs
+        assert ran == []
+    finally:
+        gate.set()
+    assert await _until(lambda: _abandoned() == before)
+    await call("fetch", lambda: ran.append("fetch"))  # its threads ended: it runs again
+    assert ran == ["fetch"]
+    pool.shutdown()
