@@ -265,7 +265,9 @@ async def test_a_timed_out_sync_tool_is_reported_as_abandoned(tmp_path: Path) ->
         name = "blocking"
         description = "Block a thread until released."
         input_schema = {"type": "object", "properties": {}}
-        timeout_seconds = 0.2
+        # long enough for an idle thread to take the call on a loaded machine (one that has
+        # not started by then is "did not start", another test's case)
+        timeout_seconds = 2.0
 
         def run(self) -> str:
             release.wait(30)
