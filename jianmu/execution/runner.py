@@ -633,7 +633,7 @@ class ToolRunner:
         # in-process; the folder was made with the pool above: no stat on every call
         token, read_only = set_workspace(self.workspace), _READ_ONLY.set(self._read_only)
         # a sync call's thread, followed: whether it began, under which tool it is abandoned
-        here = None if tool.is_async else Calling(tool.name)
+        here = Calling(tool.name)
         followed = CALLING.set(here)
         try:
             if timeout == math.inf:
@@ -689,8 +689,9 @@ class ToolRunner:
     def _timed_out(
         self, tool: RunnableTool, timeout: float, here: Calling | None = None,
     ) -> ToolTimeoutError:
-        """The error for a call that ran past ``timeout`` (``here``: a sync one, followed)."""
-        if here is not None and not here.started:  # it waited for a thread all along
+        """The error for a call that ran past ``timeout`` (``here``: the call, followed)."""
+        # a sync call that waited for a thread all along (an async one never takes one)
+        if here is not None and not here.started and not tool.is_async:
             return ToolTimeoutError(
                 f"tool {tool.name!r} did not start within {timeout:g}s: all {self.max_workers} "
                 "worker threads this agent may use for synchronous tools were busy with other "
