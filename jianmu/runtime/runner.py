@@ -816,15 +816,14 @@ class ReactiveRunner:
         try:
             while True:
                 if self._cancel_requested:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.CANCELLED, "the run was cancelled")
+                    return self._stopped(RunStatus.CANCELLED, "the run was cancelled")
                 self._wake_event.clear()
                 try:
                     plan = self._ticker.tick(self.root, self._wake_event)
                 except Exception as exc:  # a synchronous behaviour raised: fail the run cleanly
                     from jianmu.runtime.failures import stop_running_nodes  # a raising tick only
 
-                    stop_running_nodes(self.root)
+                    self._stop_failed(stop_running_nodes(self.root))
                     return _Outcome(
                         RunStatus.FAILURE, f"{type(exc).__name__}: {exc}", exception=exc
                     )
@@ -846,8 +845,8 @@ class ReactiveRunner:
                     )
                     return _Outcome(RunStatus.SUSPENDED, pending=self.interaction.pending)
                 if max_ticks is not None and ticks >= max_ticks:
-                    self._stop_tree()
-                    return _Outcome(
+                    # the tree did not fail: no error a node keeps (one it recovered from) is why
+                    return self._stopped(
                         RunStatus.FAILURE, f"max_ticks={max_ticks} reached before the tree finished"
                     )
                 if (
@@ -858,8 +857,7 @@ class ReactiveRunner:
                     self.save_checkpoint()
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                    return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
                 # the next tick changes the tree by itself (or a node of this tick cancelled
                 # the run): take it now, letting the loop run first (a cancel, tasks)
                 if plan.again or self._cancel_requested:
@@ -870,8 +868,7 @@ class ReactiveRunner:
                 if not await self._wait_for_wake(wait) and (
                     remaining is not None and wait is not None and wait >= remaining
                 ):
-                    self._stop_tree()
-                    return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                    return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         except asyncio.CancelledError:
             self._stop_tree()
             raise
@@ -905,12 +902,10 @@ class ReactiveRunner:
         try:
             while tasks := self._in_flight():
                 if self._cancel_requested:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.CANCELLED, "the run was cancelled")
+                    return self._stopped(RunStatus.CANCELLED, "the run was cancelled")
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                    return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
                 wake.clear()  # cancel() sets it: a waiter on it ends the wait
                 woken = wake.wait()
                 try:
@@ -939,9 +934,36 @@ class ReactiveRunner:
         assert self._loop is not None
         return timed_wait(event, self._loop, wait)
 
-    def _stop_tree(self) -> None:
-        if self.root.status is Status.RUNNING:
-            self.root.stop(Status.INVALID)
+    def _stop_tree(self) -> str | None:
+        """Stop every running node (`failures.stop_running_nodes`: a ``terminate`` that raises
+        stops neither the others nor the run); what raised meanwhile, said (None: nothing)."""
+        from jianmu.runtime.failures import stop_running_nodes  # stopped runs only
+
+        return self._stop_failed(stop_running_nodes(self.root))
+
+    def _stop_failed(self, raised: list[tuple[Behaviour, Exception]]) -> str | None:
+        """Emit ``node.stop_failed`` for each node whose ``terminate`` raised while the run
+        stopped it; say them in one line (None when none did)."""
+        if not raised:
+            return None
+        said = []
+        for node, exc in raised:
+            error = f"{type(exc).__name__}: {exc}"
+            path = getattr(node, "path", "") or node.name
+            self.ctx.events.emit("node.stop_failed", node=path, error=error,
+                                 error_type=type(exc).__name__)
+            said.append(f"{node.name}: {error}")
+        return "stopping it raised: " + "; ".join(said)
+
+    def _stopped(self, status: RunStatus, why: str) -> _Outcome:
+        """Stop the tree: the run ends with ``status`` for ``why`` (and what its nodes'
+        ``terminate`` raised, said after it); a FAILURE's exception is a `RunFailed` saying
+        so, not an error a node keeps (the tree did not fail)."""
+        raised = self._stop_tree()
+        error = why if raised is None else f"{why}; {raised}"
+        failed = (RunFailed(f"run {self.run_id} failed: {error}", status="failure")
+                  if status is RunStatus.FAILURE else None)
+        return _Outcome(status, error, exception=failed)
 
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
         """The result of a run its checkpoint says ended: what the state holds, no tick here."""
