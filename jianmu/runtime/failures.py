@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
@@ -13,7 +14,11 @@ from py_trees.common import Status
 from jianmu.errors import RunFailed
 from jianmu.runtime.async_node import AsyncNode
 
-__all__ = ("failing_path", "failure_exception", "failure_reason", "stop_running_nodes")
+if TYPE_CHECKING:
+    from jianmu.runtime.events import EventBus
+
+__all__ = (
+    "failing_path", "failure_exception", "failure_reason", "stop_failed", "stop_running_nodes")
 
 
 def failing_path(root: Behaviour) -> list[Behaviour]:
@@ -110,3 +115,17 @@ def _kept(node: Behaviour, terminate: Callable[[Behaviour, Status], None],
     except Exception as exc:
         if all(node is not other for other, _ in raised):  # raised again by a decorator's stop
             raised.append((node, exc))
+
+
+def stop_failed(events: EventBus, raised: list[tuple[Behaviour, Exception]]) -> str | None:
+    """Emit ``node.stop_failed`` for each node whose ``terminate`` raised while the tree was
+    stopped (`stop_running_nodes`); say them in one line (None when none did)."""
+    if not raised:
+        return None
+    said = []
+    for node, exc in raised:
+        error = f"{type(exc).__name__}: {exc}"
+        events.emit("node.stop_failed", node=getattr(node, "path", "") or node.name,
+                    error=error, error_type=type(exc).__name__)
+        said.append(f"{node.name}: {error}")
+    return "stopping it raised: " + "; ".join(said)
