@@ -270,6 +270,10 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     `Ticker` while the tree rests going round, until the next tick (a task started later
     wakes it, whatever is left here)."""
 
+    _said: str | None = None
+    """The feedback the runtime wrote itself (an error's text, `_failed`), not the node: a
+    tick that finds it changed (a request id in the text) finds nothing changed (`_volatile`)."""
+
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
     run; otherwise the whole ``update_async`` is one step, its state writes recorded with it."""
@@ -449,7 +453,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     def _failed(self, exc: Exception) -> Status:
         """``update_async`` raised: FAILURE, the error kept and emitted, never raised."""
         self.error = exc
-        self.feedback_message = f"{type(exc).__name__}: {exc}"
+        # the runtime's own words, not the node's: `Ticker` tells no change by them
+        self.feedback_message = self._said = f"{type(exc).__name__}: {exc}"
         ctx = getattr(self, "ctx", None)
         if ctx is not None:
             ctx.events.emit(
@@ -916,10 +921,14 @@ def _volatile(node: Behaviour) -> bool:
     """Whether ``node``'s feedback changes on every tick by itself, with nothing it will do
     changed: a running `Timeout`'s time left, a `Count`'s tallies, the successes of a
     `Repeat` without end (``num_success`` under 1: no count of them ends it), whatever a
-    running leaf says."""
+    running leaf says, the text of the error an async leaf ended with (the runtime wrote it,
+    not the node: a request id or a time in it changed every run, and a check re-entered
+    before a running action spun the runner at a full core)."""
     kind = _kind(type(node))
     if kind & (_TIMEOUT | _TALLY):
         return True
+    if kind & _ASYNC and node.feedback_message is node._said:  # type: ignore[attr-defined]
+        return True  # the text of the error it ended with: the runtime's, not the node's
     if kind & _REPEAT:
         return bool(node.num_success < 1)  # type: ignore[attr-defined]
     return not node.children and node.status is Status.RUNNING
