@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from jianmu.state import StateManager, StateView
 
 __all__ = (
+    "BINDER",
     "IDLE_PLAN",
     "STATUSES",
     "AsyncNode",
@@ -161,6 +162,12 @@ def adopt(parent: Behaviour, children: Iterable[Behaviour]) -> None:
         child.parent = parent
 
 
+BINDER: contextvars.ContextVar[weakref.ref[Any]] = contextvars.ContextVar("jianmu_binder")
+"""The runner whose run goes on in this context (its ticks, its nodes' tasks), weakly: a
+node of its tree that it meets unbound, added while the run went on, asks it to bind the
+tree."""
+
+
 class _Unbound:
     """What a runner binds on a node (`RuntimeNode.bind`), read before it has: an
     AttributeError (``hasattr`` and ``getattr`` with a default still work) that says when it
@@ -172,6 +179,10 @@ class _Unbound:
     def __get__(self, node: Any, owner: type | None = None) -> Any:
         if node is None:
             return self
+        ref = BINDER.get(None)
+        runner = ref() if ref is not None else None
+        if runner is not None and runner._adopt(node):  # added to the tree the run ticks
+            return getattr(node, self.name)
         raise AttributeError(
             f"{type(node).__name__} {getattr(node, 'name', '')!r} has no {self.name} yet: a "
             f"runner binds it when it runs the tree; read self.{self.name} in update_async (or "

@@ -23,6 +23,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
 from jianmu.runtime._loops import thread_loop
 from jianmu.runtime.async_node import (
+    BINDER,
     IDLE_PLAN,
     AsyncNode,
     Ticker,
@@ -248,6 +249,7 @@ class ReactiveRunner:
         self._running = False
         self._is_set_up = False
         self._keys: dict[int, str] = {}
+        self._shape: list[Behaviour] = []  # the nodes bound, as `_shape_of` lists them
         self._restored_nodes: dict[str, dict[str, Any]] = {}
         # how the run ended (SUCCESS or FAILURE, and why), until new input: run() then
         # returns it without ticking, so a finished run never asks the model again
@@ -474,6 +476,9 @@ class ReactiveRunner:
         if self._suspended_at is not None:  # a person's wait does not count against a Timeout
             postpone_timeouts(self.root, started - self._suspended_at)
         ticks_before = self.ticks
+        # a node added meanwhile, met unbound, is bound by this run (weakly held: a task
+        # started in the run, a shared client's, may keep the context longer than the runner)
+        binder = BINDER.set(weakref.ref(self))
         try:
             self._setup_once()
             with self._span() as run_span:
@@ -496,6 +501,7 @@ class ReactiveRunner:
             finally:  # cancelled again while draining: the runner must still run again later
                 self._running = False
                 self._wake_event = None
+                BINDER.reset(binder)
         self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
         if outcome.status.finished:  # its tree ended: what it asked waits for nothing now
             for request_id in self.interaction.withdraw():
@@ -665,6 +671,7 @@ class ReactiveRunner:
         else:  # a freshly compiled child: its place follows from its parent's
             parent_path, label = getattr(parent, "path", "") or parent.name, node.name
         self._bind(node, key, parent_path, label)
+        self._shape = self._shape_of()  # bound as it is: no rebinding for it next run
         if self._restored_nodes:  # a checkpointed node it lacks: not the run's subtree
             from jianmu.runtime.checkpoint import unmatched
 
@@ -723,7 +730,44 @@ class ReactiveRunner:
                 raise tree_taken(self.root, owner.run_id)
             _trees[self.root] = weakref.ref(self)
             if self._is_set_up:
-                self._bind(self.root, "0", "", self.root.name)
+                self._bind_tree()
+
+    def _bind_tree(self) -> None:
+        """Bind the whole tree as it is now, as a fresh runner would: a node added since is
+        bound (its task's end wakes the runner, it reads the state), and the places of nodes
+        taken out, or moved by an insert, are forgotten (a checkpoint is saved under the
+        right keys)."""
+        self._keys.clear()
+        self._bind(self.root, "0", "", self.root.name)
+        self._shape = self._shape_of()
+
+    def _shape_of(self) -> list[Behaviour]:
+        """Every node the runner binds, parents first: compared, it tells a changed tree."""
+        nodes = []
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            if node.children and getattr(node, "compiled", True) is not False:
+                stack.extend(node.children)
+        return nodes
+
+    def _adopt(self, node: Behaviour) -> bool:
+        """Bind a node of this run's tree met unbound (added while the run goes on); whether
+        it is bound now (not under a node that has not compiled its children)."""
+        top = node
+        while top.parent is not None:
+            top = top.parent
+        if top is not self.root or not self._is_set_up or self._adopting:
+            return False  # (a node's own bind that reads what it binds: no binding again)
+        self._adopting = True
+        try:
+            self._bind_tree()
+        finally:
+            self._adopting = False
+        return id(node) in self._keys
+
+    _adopting = False
 
     def _walk(self, node: Behaviour, key: str) -> Iterable[tuple[str, Behaviour]]:
         yield key, node
@@ -732,8 +776,10 @@ class ReactiveRunner:
 
     def _setup_once(self) -> None:
         if self._is_set_up:
+            if self._shape != self._shape_of():  # a node added or taken out since it was bound
+                self._bind_tree()
             return
-        self._bind(self.root, "0", "", self.root.name)
+        self._bind_tree()
         if self.root not in _set_up:  # once per tree, as py_trees' loop: not once per runner
             self.root.setup_with_descendants()
             _set_up.add(self.root)
