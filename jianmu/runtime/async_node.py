@@ -53,6 +53,7 @@ __all__ = (
     "WakeEvent",
     "adopt",
     "behaviour_tick",
+    "bound_nodes",
     "checked",
     "close_tree",
     "coerce_status",
@@ -163,9 +164,8 @@ def adopt(parent: Behaviour, children: Iterable[Behaviour]) -> None:
 
 
 BINDER: contextvars.ContextVar[weakref.ref[Any]] = contextvars.ContextVar("jianmu_binder")
-"""The runner whose run goes on in this context (its ticks, its nodes' tasks), weakly: a
-node of its tree that it meets unbound, added while the run went on, asks it to bind the
-tree."""
+"""The runner whose run goes on in this context, weakly: a node of its tree that it meets
+unbound (added while the run went on) asks it to bind the tree."""
 
 
 class _Unbound:
@@ -282,8 +282,7 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     wakes it, whatever is left here)."""
 
     _said: str | None = None
-    """The feedback the runtime wrote itself (an error's text, `_failed`), not the node: a
-    tick that finds it changed (a request id in the text) finds nothing changed (`_volatile`)."""
+    """The feedback the runtime wrote itself, an error's text: no change (`_volatile`)."""
 
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
@@ -511,6 +510,17 @@ def _read(manager: StateManager, key: str) -> Any:
     return view.get(field)
 
 
+def bound_nodes(root: Behaviour) -> list[Behaviour]:
+    """Every node of ``root`` that a runner binds (not the children a node has not compiled
+    yet), parents first: compared with an earlier list, it tells a tree changed since."""
+    nodes, stack = [], [root]
+    while stack:
+        nodes.append(node := stack.pop())
+        if node.children and getattr(node, "compiled", True) is not False:
+            stack.extend(node.children)
+    return nodes
+
+
 async def close_tree(root: Any) -> None:
     """Await ``aclose()`` of every node of ``root`` that has one (each node once)."""
     for node in root.iterate():
@@ -580,15 +590,6 @@ class TickPlan(NamedTuple):
 
 IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 """Nothing to do until woken (one shared plan: most ticks end so)."""
-
-
-def postpone_timeouts(root: Behaviour, seconds: float) -> None:
-    """Move every running `Timeout`'s deadline under ``root`` ``seconds`` on: the time a run
-    spent returned, waiting for a person, is not its children's (a run restored in another
-    process starts its Timeouts anew)."""
-    for node in root.iterate():
-        if node.status is Status.RUNNING and isinstance(node, Timeout):
-            node.finish_time += seconds
 
 
 # what the planning asks of a node's class, found once per class: py_trees' classes are

@@ -4,7 +4,9 @@ and the nodes a tick that raised (or a stop) left running, stopped whatever thei
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -13,12 +15,14 @@ from py_trees.common import Status
 
 from jianmu.errors import RunFailed
 from jianmu.runtime.async_node import AsyncNode
+from jianmu.runtime.eager import read_outcome
 
 if TYPE_CHECKING:
+    from jianmu.runtime.context import RunContext
     from jianmu.runtime.events import EventBus
 
-__all__ = (
-    "failing_path", "failure_exception", "failure_reason", "stop_failed", "stop_running_nodes")
+__all__ = ("drained", "failing_path", "failure_exception", "failure_reason", "stop_failed",
+           "stop_running_nodes")
 
 
 def failing_path(root: Behaviour) -> list[Behaviour]:
@@ -129,3 +133,27 @@ def stop_failed(events: EventBus, raised: list[tuple[Behaviour, Exception]]) -> 
                     error=error, error_type=type(exc).__name__)
         said.append(f"{node.name}: {error}")
     return "stopping it raised: " + "; ".join(said)
+
+
+async def drained(ctx: RunContext, until: float | None, grace: float) -> None:
+    """Let the tasks the run cancelled (``ctx.cancelled_tasks``) run their ``finally`` blocks:
+    all of them, or, by ``until`` (a run with a timeout: its deadline and ``grace``), those
+    that end by then; the others go on, named in a ``run.cleanup_pending`` event."""
+    tasks = ctx.cancelled_tasks
+    while tasks:
+        batch = list(tasks)
+        tasks.clear()
+        if until is None:
+            await asyncio.gather(*batch, return_exceptions=True)
+            continue
+        try:  # not gather: cancelled, it would cancel the cleanups again, cut halfway
+            done, left = await asyncio.wait(batch, timeout=max(until - time.monotonic(), 0.0))
+        except asyncio.CancelledError:
+            tasks.update(task for task in batch if not task.done())  # the next drain's
+            raise
+        for task in (*done, *left):
+            task.add_done_callback(read_outcome)  # nobody awaits them: asyncio logs none
+        if left:
+            ctx.events.emit("run.cleanup_pending", tasks=sorted(t.get_name() for t in left),
+                            grace=grace)
+            return

@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self
@@ -21,15 +22,13 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
-from jianmu.runtime._loops import thread_loop
 from jianmu.runtime.async_node import (
     BINDER,
     IDLE_PLAN,
-    AsyncNode,
     Ticker,
     WakeEvent,
+    bound_nodes,
     close_tree,
-    postpone_timeouts,
     timed_wait,
 )
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
@@ -128,6 +127,70 @@ class RunResult:
 
 
 _P = ParamSpec("_P")
+
+
+# -- the loop of run_sync() ----------------------------------------------------------------------
+# ``asyncio.run()`` closes its loop, and with it whatever a run left for the next one: the
+# model provider's kept-alive connections, a node's loop-bound resources. So every
+# ``run_sync()`` of a thread runs on the same loop, which lives until the thread ends or the
+# interpreter exits; it is then shut down the way ``asyncio.run`` shuts down its own (tasks
+# cancelled, async generators closed, so per-loop clients close their connections), and
+# closed. A forked child never touches the loop it inherited: it makes its own.
+
+_local = threading.local()
+# Loops inherited through fork(): never closed (closing one would unregister the parent's
+# descriptors from the epoll instance the child shares with it), never collected (the loop's
+# __del__ would close it).
+_inherited: list[asyncio.AbstractEventLoop] = []
+
+
+class _Holder:
+    """The thread's loop; when the thread's locals go, a finalizer shuts the loop down."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        # the loop's default executor (DNS lookups) is one held here, joined at the end from
+        # the ending thread: the loop's shutdown_default_executor() starts a thread to join
+        # it, which Python 3.12+ refuses once the interpreter exits. No thread starts early.
+        executor = ThreadPoolExecutor(thread_name_prefix="jianmu-loop")
+        self.loop.set_default_executor(executor)
+        weakref.finalize(self, _shut_down, self.loop, self.pid, executor)
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """This thread's loop for synchronous callers, made on first use (again after a fork)."""
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is not None and holder.pid == os.getpid() and not holder.loop.is_closed():
+        return holder.loop
+    if holder is not None and holder.pid != os.getpid():
+        _inherited.append(holder.loop)
+    holder = _local.holder = _Holder()
+    return holder.loop
+
+
+def _shut_down(
+    loop: asyncio.AbstractEventLoop, pid: int, executor: ThreadPoolExecutor | None = None
+) -> None:
+    """Shut ``loop`` down as ``asyncio.run`` would, then close it (in the process that made it)."""
+    if pid != os.getpid() or loop.is_closed() or loop.is_running():
+        return
+    if asyncio._get_running_loop() is not None:  # another loop runs here: it cannot be driven
+        loop.close()
+        return
+    try:
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        if executor is not None:
+            executor.shutdown(wait=True)  # joined here: no thread started to join it
+        else:
+            loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
 
 
 _trees: weakref.WeakKeyDictionary[Behaviour, weakref.ref[ReactiveRunner]] = (
@@ -249,7 +312,8 @@ class ReactiveRunner:
         self._running = False
         self._is_set_up = False
         self._keys: dict[int, str] = {}
-        self._shape: list[Behaviour] = []  # the nodes bound, as `_shape_of` lists them
+        self._shape: list[Behaviour] = []  # the nodes bound, as `bound_nodes` lists them
+        self._adopting = False  # binding the tree for a node met unbound (`_adopt`)
         self._restored_nodes: dict[str, dict[str, Any]] = {}
         # how the run ended (SUCCESS or FAILURE, and why), until new input: run() then
         # returns it without ticking, so a finished run never asks the model again
@@ -423,7 +487,7 @@ class ReactiveRunner:
             )
         loop = self._sync_loop
         if loop is None or loop.is_closed() or self._sync_pid != os.getpid():
-            loop = self._sync_loop = thread_loop()
+            loop = self._sync_loop = _thread_loop()
             self._sync_pid = os.getpid()
         if loop.is_running():
             raise RuntimeError("this runner's event loop is running in another thread")
@@ -474,8 +538,11 @@ class ReactiveRunner:
         self._wake_event = WakeEvent(self._loop)
         started = time.monotonic()
         if self._suspended_at is not None:  # a person's wait does not count against a Timeout
+            from jianmu.runtime.settle import postpone_timeouts  # resumed runs only
             postpone_timeouts(self.root, started - self._suspended_at)
         ticks_before = self.ticks
+        # a timed run's stopped tasks get its deadline and a grace to clean up, no longer
+        until = None if timeout is None else started + timeout + self.config.runtime.cleanup_grace
         # a node added meanwhile, met unbound, is bound by this run (weakly held: a task
         # started in the run, a shared client's, may keep the context longer than the runner)
         binder = BINDER.set(weakref.ref(self))
@@ -492,12 +559,12 @@ class ReactiveRunner:
                     outcome = await self._loop_until_done(max_ticks, timeout, started)
                 if run_span is not None:
                     self._went_on_from = run_ended(run_span, outcome.status.value)
-            await self._drain_cancelled()  # their finally blocks first, then sandboxes close,
+            await self._drain_cancelled(until)  # their finally blocks first, then sandboxes,
             if outcome.status is not RunStatus.SUSPENDED:  # still running: a run() meanwhile is
                 await self._close_resources()  # refused, not a second run of the ended tree
         finally:
             try:
-                await self._drain_cancelled()
+                await self._drain_cancelled(until)
             finally:  # cancelled again while draining: the runner must still run again later
                 self._running = False
                 self._wake_event = None
@@ -671,7 +738,7 @@ class ReactiveRunner:
         else:  # a freshly compiled child: its place follows from its parent's
             parent_path, label = getattr(parent, "path", "") or parent.name, node.name
         self._bind(node, key, parent_path, label)
-        self._shape = self._shape_of()  # bound as it is: no rebinding for it next run
+        self._shape = bound_nodes(self.root)  # bound as it is: no rebinding for it next run
         if self._restored_nodes:  # a checkpointed node it lacks: not the run's subtree
             from jianmu.runtime.checkpoint import unmatched
 
@@ -733,41 +800,24 @@ class ReactiveRunner:
                 self._bind_tree()
 
     def _bind_tree(self) -> None:
-        """Bind the whole tree as it is now, as a fresh runner would: a node added since is
-        bound (its task's end wakes the runner, it reads the state), and the places of nodes
-        taken out, or moved by an insert, are forgotten (a checkpoint is saved under the
-        right keys)."""
+        """Bind the whole tree as it is now, as a fresh runner would: nodes added since bound,
+        the places of nodes moved or taken out forgotten (checkpoints keep the right keys)."""
         self._keys.clear()
         self._bind(self.root, "0", "", self.root.name)
-        self._shape = self._shape_of()
-
-    def _shape_of(self) -> list[Behaviour]:
-        """Every node the runner binds, parents first: compared, it tells a changed tree."""
-        nodes = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            nodes.append(node)
-            if node.children and getattr(node, "compiled", True) is not False:
-                stack.extend(node.children)
-        return nodes
+        self._shape = bound_nodes(self.root)
 
     def _adopt(self, node: Behaviour) -> bool:
         """Bind a node of this run's tree met unbound (added while the run goes on); whether
-        it is bound now (not under a node that has not compiled its children)."""
-        top = node
-        while top.parent is not None:
-            top = top.parent
-        if top is not self.root or not self._is_set_up or self._adopting:
-            return False  # (a node's own bind that reads what it binds: no binding again)
+        it is bound now (not under a node that has not compiled its children). Not again
+        from a node's own ``bind`` that reads what it binds."""
+        if self._adopting or not self._is_set_up or node not in bound_nodes(self.root):
+            return False
         self._adopting = True
         try:
             self._bind_tree()
+            return True
         finally:
             self._adopting = False
-        return id(node) in self._keys
-
-    _adopting = False
 
     def _walk(self, node: Behaviour, key: str) -> Iterable[tuple[str, Behaviour]]:
         yield key, node
@@ -776,7 +826,7 @@ class ReactiveRunner:
 
     def _setup_once(self) -> None:
         if self._is_set_up:
-            if self._shape != self._shape_of():  # a node added or taken out since it was bound
+            if self._shape != bound_nodes(self.root):  # a node added or taken out since
                 self._bind_tree()
             return
         self._bind_tree()
@@ -853,49 +903,23 @@ class ReactiveRunner:
             self._stop_tree()
             raise
 
-    def _in_flight(self) -> list[asyncio.Task[Any]]:
-        """The tasks of the tree's nodes that have not finished."""
-        found = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            stack.extend(node.children)
-            task = node.in_flight if isinstance(node, AsyncNode) else None
-            if task is not None:
-                found.append(task)
-        return found
-
     async def _settle(self, timeout: float | None, started: float) -> _Outcome | None:
-        """At a suspension, let what the tree already started finish before run() returns.
+        """At a suspension, let what the tree started finish (`settle`); None when no request
+        is pending any more (all decided meanwhile): the run goes on."""
+        from jianmu.runtime.settle import settled  # suspended runs only
 
-        No tick starts anything new: a branch's calls in flight (a parallel sibling, a
-        sub-agent) run to their end or to their own request, bounded by their own timeouts,
-        and record themselves, so nothing of the run goes on unrecorded once it has returned;
-        their nodes report on the next run's first tick. A timeout or `cancel` meanwhile stops
-        the tree instead: what finished is kept, the rest is cancelled and runs again later.
-        None when no request is pending any more (all decided meanwhile): the run goes on.
-        """
-        deadline = None if timeout is None else started + timeout
-        wake = self._wake_event
-        assert wake is not None
+        assert self._wake_event is not None
         asked = [r.id for r in self.interaction.pending]
         try:
-            while tasks := self._in_flight():
-                if self._cancel_requested:
-                    return self._stopped(RunStatus.CANCELLED, "the run was cancelled")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
-                wake.clear()  # cancel() sets it: a waiter on it ends the wait
-                woken = wake.wait()
-                try:
-                    await asyncio.wait([*tasks, woken], timeout=remaining,
-                                       return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    woken.cancel()
+            stopped = await settled(self.root, self._wake_event, lambda: self._cancel_requested,
+                                    None if timeout is None else started + timeout)
         except asyncio.CancelledError:
             self._stop_tree()
             raise
+        if stopped == "cancelled":
+            return self._stopped(RunStatus.CANCELLED, "the run was cancelled")
+        if stopped == "timeout":
+            return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         # requests asked while the calls finished (a sub-agent's) are the run's too
         pending = self.interaction.pending
         if not pending:
@@ -915,21 +939,17 @@ class ReactiveRunner:
         return timed_wait(event, self._loop, wait)
 
     def _stop_tree(self) -> str | None:
-        """Stop every running node (`failures.stop_running_nodes`: a ``terminate`` that raises
-        stops neither the others nor the run); what raised meanwhile, said (None: nothing)."""
+        """Stop every running node, even past a ``terminate`` that raises; what raised, said."""
         from jianmu.runtime.failures import stop_failed, stop_running_nodes  # stopped runs only
 
         return stop_failed(self.ctx.events, stop_running_nodes(self.root))
 
     def _stopped(self, status: RunStatus, why: str) -> _Outcome:
-        """Stop the tree: the run ends with ``status`` for ``why`` (and what its nodes'
-        ``terminate`` raised, said after it); a FAILURE's exception is a `RunFailed` saying
-        so, not an error a node keeps (the tree did not fail)."""
-        raised = self._stop_tree()
-        error = why if raised is None else f"{why}; {raised}"
-        failed = (RunFailed(f"run {self.run_id} failed: {error}", status="failure")
-                  if status is RunStatus.FAILURE else None)
-        return _Outcome(status, error, exception=failed)
+        """Stop the tree: the run ends with ``status`` for ``why``, and a FAILURE's exception
+        is a `RunFailed` saying so, not an error a node keeps (the tree did not fail)."""
+        error = why if (raised := self._stop_tree()) is None else f"{why}; {raised}"
+        failed = RunFailed(f"run {self.run_id} failed: {error}", status="failure")
+        return _Outcome(status, error, exception=failed if status == "failure" else None)
 
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
         """The result of a run its checkpoint says ended: what the state holds, no tick here."""
@@ -951,13 +971,12 @@ class ReactiveRunner:
 
         return failure_exception(self.root, self.run_id, outcome.error)
 
-    async def _drain_cancelled(self) -> None:
-        """Let cancelled tasks run their ``finally`` blocks before run() returns."""
-        tasks = self.ctx.cancelled_tasks
-        while tasks:
-            batch = list(tasks)
-            tasks.clear()
-            await asyncio.gather(*batch, return_exceptions=True)
+    async def _drain_cancelled(self, until: float | None) -> None:
+        """Let cancelled tasks run their ``finally`` blocks before run() returns (`drained`)."""
+        if self.ctx.cancelled_tasks:
+            from jianmu.runtime.failures import drained  # stopped tasks only
+
+            await drained(self.ctx, until, self.config.runtime.cleanup_grace)
 
     async def _close_resources(self) -> None:
         closers, self.ctx.closers[:] = list(self.ctx.closers), []

@@ -186,3 +186,53 @@ async def test_a_run_cut_by_max_ticks_carries_no_old_error() -> None:
     assert result.error == "max_ticks=2 reached before the tree finished"
     assert isinstance(result.exception, RunFailed)
     assert "max_ticks=2" in str(result.exception)
+
+
+# -- a stopped task's cleanup and the run's timeout ---------------------------------------------
+class SlowCleanup(AsyncNode):
+    """Waits for ever; stopped, its ``finally`` waits for ``release`` (a server that hangs)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.release = asyncio.Event()
+        self.cleaned = False
+        self.task: asyncio.Task[Any] | None = None
+
+    async def update_async(self) -> Status:
+        self.task = asyncio.current_task()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.release.wait()
+            self.cleaned = True
+        return Status.SUCCESS  # pragma: no cover - never reached
+
+
+@pytest.mark.parametrize("by_timeout_node", [False, True], ids=["run-timeout", "Timeout"])
+async def test_a_cleanup_that_never_ends_holds_a_timed_run_only_for_its_grace(
+        by_timeout_node: bool) -> None:
+    from jianmu.config import AppConfig
+
+    leaf = SlowCleanup("work")
+    root = (py_trees.decorators.Timeout("deadline", leaf, duration=0.01) if by_timeout_node
+            else leaf)
+    runner = ReactiveRunner(root, config=AppConfig(runtime={"cleanup_grace": 0.01}))
+    seen = events_of(runner)
+    # an unbounded drain never returned: bounded here so that the test fails, not hangs
+    result = await asyncio.wait_for(runner.run(timeout=0.05), 30)
+    assert result.status is (RunStatus.FAILURE if by_timeout_node else RunStatus.TIMEOUT)
+    assert not leaf.cleaned  # still at it: run() did not say it was stopped
+    pending = [e.fields for e in seen if e.name == "run.cleanup_pending"]
+    assert pending == [{"tasks": [f"jianmu:{leaf.path}"], "grace": 0.01}]
+    assert leaf.task is not None and not leaf.task.done()
+    leaf.release.set()  # the cleanup ends after the run
+    await asyncio.wait([leaf.task])
+    assert leaf.cleaned
+
+
+async def test_a_cleanup_that_ends_is_awaited_before_the_run_returns() -> None:
+    leaf = SlowCleanup("work")
+    leaf.release.set()  # its finally ends at once
+    runner = ReactiveRunner(leaf)
+    result = await runner.run(timeout=0.05)
+    assert result.status is RunStatus.TIMEOUT and leaf.cleaned
