@@ -28,7 +28,7 @@ import py_trees
 from py_trees import logging as _py_trees_logging
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
-from py_trees.composites import Parallel, Selector, Sequence
+from py_trees.composites import Composite, Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat, Timeout
 
 from jianmu.constraints import Constraints
@@ -615,6 +615,13 @@ def _kind(cls: type) -> int:
     ):
         if issubclass(cls, base):
             kind |= flag
+    if issubclass(cls, (Decorator, Composite)):  # a user's own tick or update, if any, may
+        for klass in cls.__mro__:  # read anything (a flag, the clock): polled, as a guard
+            if klass.__module__.partition(".")[0] in ("py_trees", "jianmu"):
+                break
+            if "tick" in vars(klass) or "update" in vars(klass):
+                kind |= _GUARD
+                break
     _KINDS[id(cls)] = kind  # its id is not reused before the finalizer has run
     weakref.finalize(cls, _KINDS.pop, id(cls), None).atexit = False
     return kind
@@ -778,7 +785,8 @@ class Ticker:
                     elif kind & _GUARD:
                         # its condition is checked at every tick and may read anything (a
                         # device, py_trees' blackboard), not only the state, whose writes
-                        # wake the runner: polled, as py_trees' loop would tick it
+                        # wake the runner: polled, as py_trees' loop would tick it (so is a
+                        # user's own composite or decorator that ticks or updates itself)
                         poll = True
                 elif kind & _ASYNC:
                     poll = poll or node.wants_tick  # type: ignore[attr-defined]
