@@ -104,7 +104,7 @@ def stop_running_nodes(root: Behaviour) -> list[tuple[Behaviour, Exception]]:
     finally:
         for node in nodes:
             vars(node).pop("terminate", None)
-    for node in nodes:
+    for node in root.iterate():
         if isinstance(node, AsyncNode) and node._task is not None and (
                 node.status is not Status.RUNNING):
             AsyncNode.terminate(node, Status.INVALID)  # the runtime's own part: the task

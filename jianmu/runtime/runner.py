@@ -949,7 +949,7 @@ class ReactiveRunner:
         is a `RunFailed` saying so, not an error a node keeps (the tree did not fail)."""
         error = why if (raised := self._stop_tree()) is None else f"{why}; {raised}"
         failed = RunFailed(f"run {self.run_id} failed: {error}", status="failure")
-        return _Outcome(status, error, exception=failed if status == "failure" else None)
+        return _Outcome(status, error, exception=failed if status is RunStatus.FAILURE else None)
 
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
         """The result of a run its checkpoint says ended: what the state holds, no tick here."""
