@@ -249,6 +249,10 @@ class RuntimeConfig(_Section):
     """Default cap on agent-loop rounds."""
     timeout: float | None = Field(default=None, gt=0)
     """Default timeout of a run, in seconds."""
+    cleanup_grace: float = Field(default=0.5, ge=0)
+    """Seconds past a timed run's deadline that the tasks it stopped get to run their cleanup
+    (``finally`` blocks) before ``run()`` returns; those still at it then go on after it,
+    named in a ``run.cleanup_pending`` event. A run without a timeout waits for them all."""
     max_messages: int | None = Field(default=None, ge=1)
     """Default number of recent messages sent to the model."""
 

@@ -28,7 +28,7 @@ import py_trees
 from py_trees import logging as _py_trees_logging
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
-from py_trees.composites import Parallel, Selector, Sequence
+from py_trees.composites import Composite, Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat, Timeout
 
 from jianmu.constraints import Constraints
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from jianmu.state import StateManager, StateView
 
 __all__ = (
+    "BINDER",
     "IDLE_PLAN",
     "STATUSES",
     "AsyncNode",
@@ -52,6 +53,7 @@ __all__ = (
     "WakeEvent",
     "adopt",
     "behaviour_tick",
+    "bound_nodes",
     "checked",
     "close_tree",
     "coerce_status",
@@ -161,6 +163,11 @@ def adopt(parent: Behaviour, children: Iterable[Behaviour]) -> None:
         child.parent = parent
 
 
+BINDER: contextvars.ContextVar[weakref.ref[Any]] = contextvars.ContextVar("jianmu_binder")
+"""The runner whose run goes on in this context, weakly: a node of its tree that it meets
+unbound (added while the run went on) asks it to bind the tree."""
+
+
 class _Unbound:
     """What a runner binds on a node (`RuntimeNode.bind`), read before it has: an
     AttributeError (``hasattr`` and ``getattr`` with a default still work) that says when it
@@ -172,6 +179,10 @@ class _Unbound:
     def __get__(self, node: Any, owner: type | None = None) -> Any:
         if node is None:
             return self
+        ref = BINDER.get(None)
+        runner = ref() if ref is not None else None
+        if runner is not None and runner._adopt(node):  # added to the tree the run ticks
+            return getattr(node, self.name)
         raise AttributeError(
             f"{type(node).__name__} {getattr(node, 'name', '')!r} has no {self.name} yet: a "
             f"runner binds it when it runs the tree; read self.{self.name} in update_async (or "
@@ -269,6 +280,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     """Its task whose end waits for the next tick rather than waking the runner: set by
     `Ticker` while the tree rests going round, until the next tick (a task started later
     wakes it, whatever is left here)."""
+
+    _said: str | None = None
+    """The feedback the runtime wrote itself, an error's text: no change (`_volatile`)."""
 
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
@@ -449,7 +463,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     def _failed(self, exc: Exception) -> Status:
         """``update_async`` raised: FAILURE, the error kept and emitted, never raised."""
         self.error = exc
-        self.feedback_message = f"{type(exc).__name__}: {exc}"
+        # the runtime's own words, not the node's: `Ticker` tells no change by them
+        self.feedback_message = self._said = f"{type(exc).__name__}: {exc}"
         ctx = getattr(self, "ctx", None)
         if ctx is not None:
             ctx.events.emit(
@@ -493,6 +508,17 @@ def _read(manager: StateManager, key: str) -> Any:
     namespace, _, field = key.rpartition("/")
     view = manager.scope(namespace) if namespace else manager.root
     return view.get(field)
+
+
+def bound_nodes(root: Behaviour) -> list[Behaviour]:
+    """Every node of ``root`` that a runner binds (not the children a node has not compiled
+    yet), parents first: compared with an earlier list, it tells a tree changed since."""
+    nodes, stack = [], [root]
+    while stack:
+        nodes.append(node := stack.pop())
+        if node.children and getattr(node, "compiled", True) is not False:
+            stack.extend(node.children)
+    return nodes
 
 
 async def close_tree(root: Any) -> None:
@@ -566,15 +592,6 @@ IDLE_PLAN = TickPlan(again=False, poll=False, due=None)
 """Nothing to do until woken (one shared plan: most ticks end so)."""
 
 
-def postpone_timeouts(root: Behaviour, seconds: float) -> None:
-    """Move every running `Timeout`'s deadline under ``root`` ``seconds`` on: the time a run
-    spent returned, waiting for a person, is not its children's (a run restored in another
-    process starts its Timeouts anew)."""
-    for node in root.iterate():
-        if node.status is Status.RUNNING and isinstance(node, Timeout):
-            node.finish_time += seconds
-
-
 # what the planning asks of a node's class, found once per class: py_trees' classes are
 # ABCMeta, whose isinstance() costs about half a microsecond, on every node of every tick
 _ASYNC, _RUNTIME, _TIMEOUT, _DECORATOR, _PARALLEL, _SEQUENCE, _GUARD = 1, 2, 4, 8, 16, 32, 64
@@ -598,6 +615,13 @@ def _kind(cls: type) -> int:
     ):
         if issubclass(cls, base):
             kind |= flag
+    if issubclass(cls, (Decorator, Composite)):  # a user's own tick or update, if any, may
+        for klass in cls.__mro__:  # read anything (a flag, the clock): polled, as a guard
+            if klass.__module__.partition(".")[0] in ("py_trees", "jianmu"):
+                break
+            if "tick" in vars(klass) or "update" in vars(klass):
+                kind |= _GUARD
+                break
     _KINDS[id(cls)] = kind  # its id is not reused before the finalizer has run
     weakref.finalize(cls, _KINDS.pop, id(cls), None).atexit = False
     return kind
@@ -761,7 +785,8 @@ class Ticker:
                     elif kind & _GUARD:
                         # its condition is checked at every tick and may read anything (a
                         # device, py_trees' blackboard), not only the state, whose writes
-                        # wake the runner: polled, as py_trees' loop would tick it
+                        # wake the runner: polled, as py_trees' loop would tick it (so is a
+                        # user's own composite or decorator that ticks or updates itself)
                         poll = True
                 elif kind & _ASYNC:
                     poll = poll or node.wants_tick  # type: ignore[attr-defined]
@@ -916,10 +941,14 @@ def _volatile(node: Behaviour) -> bool:
     """Whether ``node``'s feedback changes on every tick by itself, with nothing it will do
     changed: a running `Timeout`'s time left, a `Count`'s tallies, the successes of a
     `Repeat` without end (``num_success`` under 1: no count of them ends it), whatever a
-    running leaf says."""
+    running leaf says, the text of the error an async leaf ended with (the runtime wrote it,
+    not the node: a request id or a time in it changed every run, and a check re-entered
+    before a running action spun the runner at a full core)."""
     kind = _kind(type(node))
     if kind & (_TIMEOUT | _TALLY):
         return True
+    if kind & _ASYNC and node.feedback_message is node._said:  # type: ignore[attr-defined]
+        return True  # the text of the error it ended with: the runtime's, not the node's
     if kind & _REPEAT:
         return bool(node.num_success < 1)  # type: ignore[attr-defined]
     return not node.children and node.status is Status.RUNNING

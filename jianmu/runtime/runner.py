@@ -24,12 +24,12 @@ from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
 from jianmu.runtime import _turns
 from jianmu.runtime.async_node import (
+    BINDER,
     IDLE_PLAN,
-    AsyncNode,
     Ticker,
     WakeEvent,
+    bound_nodes,
     close_tree,
-    postpone_timeouts,
     timed_wait,
 )
 from jianmu.runtime.context import ApprovalRequest, Interaction, RunContext, run_constraints
@@ -313,6 +313,8 @@ class ReactiveRunner:
         self._running = False
         self._is_set_up = False
         self._keys: dict[int, str] = {}
+        self._shape: list[Behaviour] = []  # the nodes bound, as `bound_nodes` lists them
+        self._adopting = False  # binding the tree for a node met unbound (`_adopt`)
         self._restored_nodes: dict[str, dict[str, Any]] = {}
         # how the run ended (SUCCESS or FAILURE, and why), until new input: run() then
         # returns it without ticking, so a finished run never asks the model again
@@ -527,8 +529,14 @@ class ReactiveRunner:
         self._wake_event = WakeEvent(self._loop)
         started = time.monotonic()
         if self._suspended_at is not None:  # a person's wait does not count against a Timeout
+            from jianmu.runtime.settle import postpone_timeouts  # resumed runs only
             postpone_timeouts(self.root, started - self._suspended_at)
         ticks_before = self.ticks
+        # a timed run's stopped tasks get its deadline and a grace to clean up, no longer
+        until = None if timeout is None else started + timeout + self.config.runtime.cleanup_grace
+        # a node added meanwhile, met unbound, is bound by this run (weakly held: a task
+        # started in the run, a shared client's, may keep the context longer than the runner)
+        binder = BINDER.set(weakref.ref(self))
         try:
             self._setup_once()
             with self._span() as run_span:
@@ -542,15 +550,16 @@ class ReactiveRunner:
                     outcome = await self._loop_until_done(max_ticks, timeout, started)
                 if run_span is not None:
                     self._went_on_from = run_ended(run_span, outcome.status.value)
-            await self._drain_cancelled()  # their finally blocks first, then sandboxes close,
+            await self._drain_cancelled(until)  # their finally blocks first, then sandboxes,
             if outcome.status is not RunStatus.SUSPENDED:  # still running: a run() meanwhile is
                 await self._close_resources()  # refused, not a second run of the ended tree
         finally:
             try:
-                await self._drain_cancelled()
+                await self._drain_cancelled(until)
             finally:  # cancelled again while draining: the runner must still run again later
                 self._running = False
                 self._wake_event = None
+                BINDER.reset(binder)
         self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
         if outcome.status.finished:  # its tree ended: what it asked waits for nothing now
             for request_id in self.interaction.withdraw():
@@ -722,6 +731,7 @@ class ReactiveRunner:
         else:  # a freshly compiled child: its place follows from its parent's
             parent_path, label = getattr(parent, "path", "") or parent.name, node.name
         self._bind(node, key, parent_path, label)
+        self._shape = bound_nodes(self.root)  # bound as it is: no rebinding for it next run
         if self._restored_nodes:  # a checkpointed node it lacks: not the run's subtree
             from jianmu.runtime.checkpoint import unmatched
 
@@ -780,7 +790,27 @@ class ReactiveRunner:
                 raise tree_taken(self.root, owner.run_id)
             _trees[self.root] = weakref.ref(self)
             if self._is_set_up:
-                self._bind(self.root, "0", "", self.root.name)
+                self._bind_tree()
+
+    def _bind_tree(self) -> None:
+        """Bind the whole tree as it is now, as a fresh runner would: nodes added since bound,
+        the places of nodes moved or taken out forgotten (checkpoints keep the right keys)."""
+        self._keys.clear()
+        self._bind(self.root, "0", "", self.root.name)
+        self._shape = bound_nodes(self.root)
+
+    def _adopt(self, node: Behaviour) -> bool:
+        """Bind a node of this run's tree met unbound (added while the run goes on); whether
+        it is bound now (not under a node that has not compiled its children). Not again
+        from a node's own ``bind`` that reads what it binds."""
+        if self._adopting or not self._is_set_up or node not in bound_nodes(self.root):
+            return False
+        self._adopting = True
+        try:
+            self._bind_tree()
+            return True
+        finally:
+            self._adopting = False
 
     def _walk(self, node: Behaviour, key: str) -> Iterable[tuple[str, Behaviour]]:
         yield key, node
@@ -789,8 +819,10 @@ class ReactiveRunner:
 
     def _setup_once(self) -> None:
         if self._is_set_up:
+            if self._shape != bound_nodes(self.root):  # a node added or taken out since
+                self._bind_tree()
             return
-        self._bind(self.root, "0", "", self.root.name)
+        self._bind_tree()
         if self.root not in _set_up:  # once per tree, as py_trees' loop: not once per runner
             self.root.setup_with_descendants()
             _set_up.add(self.root)
@@ -809,15 +841,12 @@ class ReactiveRunner:
         try:
             while True:
                 if self._cancel_requested:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.CANCELLED, "the run was cancelled")
+                    return self._stopped(RunStatus.CANCELLED, "the run was cancelled")
                 self._wake_event.clear()
                 try:
                     plan = self._ticker.tick(self.root, self._wake_event)
                 except Exception as exc:  # a synchronous behaviour raised: fail the run cleanly
-                    from jianmu.runtime.failures import stop_running_nodes  # a raising tick only
-
-                    stop_running_nodes(self.root)
+                    self._stop_tree()  # each node left running: its statuses above are unset
                     return _Outcome(
                         RunStatus.FAILURE, f"{type(exc).__name__}: {exc}", exception=exc
                     )
@@ -839,8 +868,8 @@ class ReactiveRunner:
                     )
                     return _Outcome(RunStatus.SUSPENDED, pending=self.interaction.pending)
                 if max_ticks is not None and ticks >= max_ticks:
-                    self._stop_tree()
-                    return _Outcome(
+                    # the tree did not fail: no error a node keeps (one it recovered from) is why
+                    return self._stopped(
                         RunStatus.FAILURE, f"max_ticks={max_ticks} reached before the tree finished"
                     )
                 if (
@@ -851,8 +880,7 @@ class ReactiveRunner:
                     self.save_checkpoint()
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                    return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
                 # the next tick changes the tree by itself (or a node of this tick cancelled
                 # the run): take it now, letting the loop run first (a cancel, tasks)
                 if plan.again or self._cancel_requested:
@@ -863,57 +891,28 @@ class ReactiveRunner:
                 if not await self._wait_for_wake(wait) and (
                     remaining is not None and wait is not None and wait >= remaining
                 ):
-                    self._stop_tree()
-                    return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                    return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         except asyncio.CancelledError:
             self._stop_tree()
             raise
-
-    def _in_flight(self) -> list[asyncio.Task[Any]]:
-        """The tasks of the tree's nodes that have not finished."""
-        found = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            stack.extend(node.children)
-            task = node.in_flight if isinstance(node, AsyncNode) else None
-            if task is not None:
-                found.append(task)
-        return found
 
     async def _settle(self, timeout: float | None, started: float) -> _Outcome | None:
-        """At a suspension, let what the tree already started finish before run() returns.
+        """At a suspension, let what the tree started finish (`settle`); None when no request
+        is pending any more (all decided meanwhile): the run goes on."""
+        from jianmu.runtime.settle import settled  # suspended runs only
 
-        No tick starts anything new: a branch's calls in flight (a parallel sibling, a
-        sub-agent) run to their end or to their own request, bounded by their own timeouts,
-        and record themselves, so nothing of the run goes on unrecorded once it has returned;
-        their nodes report on the next run's first tick. A timeout or `cancel` meanwhile stops
-        the tree instead: what finished is kept, the rest is cancelled and runs again later.
-        None when no request is pending any more (all decided meanwhile): the run goes on.
-        """
-        deadline = None if timeout is None else started + timeout
-        wake = self._wake_event
-        assert wake is not None
+        assert self._wake_event is not None
         asked = [r.id for r in self.interaction.pending]
         try:
-            while tasks := self._in_flight():
-                if self._cancel_requested:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.CANCELLED, "the run was cancelled")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    self._stop_tree()
-                    return _Outcome(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
-                wake.clear()  # cancel() sets it: a waiter on it ends the wait
-                woken = wake.wait()
-                try:
-                    await asyncio.wait([*tasks, woken], timeout=remaining,
-                                       return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    woken.cancel()
+            stopped = await settled(self.root, self._wake_event, lambda: self._cancel_requested,
+                                    None if timeout is None else started + timeout)
         except asyncio.CancelledError:
             self._stop_tree()
             raise
+        if stopped == "cancelled":
+            return self._stopped(RunStatus.CANCELLED, "the run was cancelled")
+        if stopped == "timeout":
+            return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         # requests asked while the calls finished (a sub-agent's) are the run's too
         pending = self.interaction.pending
         if not pending:
@@ -932,9 +931,18 @@ class ReactiveRunner:
         assert self._loop is not None
         return timed_wait(event, self._loop, wait)
 
-    def _stop_tree(self) -> None:
-        if self.root.status is Status.RUNNING:
-            self.root.stop(Status.INVALID)
+    def _stop_tree(self) -> str | None:
+        """Stop every running node, even past a ``terminate`` that raises; what raised, said."""
+        from jianmu.runtime.failures import stop_failed, stop_running_nodes  # stopped runs only
+
+        return stop_failed(self.ctx.events, stop_running_nodes(self.root))
+
+    def _stopped(self, status: RunStatus, why: str) -> _Outcome:
+        """Stop the tree: the run ends with ``status`` for ``why``, and a FAILURE's exception
+        is a `RunFailed` saying so, not an error a node keeps (the tree did not fail)."""
+        error = why if (raised := self._stop_tree()) is None else f"{why}; {raised}"
+        failed = RunFailed(f"run {self.run_id} failed: {error}", status="failure")
+        return _Outcome(status, error, exception=failed if status is RunStatus.FAILURE else None)
 
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
         """The result of a run its checkpoint says ended: what the state holds, no tick here."""
@@ -956,13 +964,12 @@ class ReactiveRunner:
 
         return failure_exception(self.root, self.run_id, outcome.error)
 
-    async def _drain_cancelled(self) -> None:
-        """Let cancelled tasks run their ``finally`` blocks before run() returns."""
-        tasks = self.ctx.cancelled_tasks
-        while tasks:
-            batch = list(tasks)
-            tasks.clear()
-            await asyncio.gather(*batch, return_exceptions=True)
+    async def _drain_cancelled(self, until: float | None) -> None:
+        """Let cancelled tasks run their ``finally`` blocks before run() returns (`drained`)."""
+        if self.ctx.cancelled_tasks:
+            from jianmu.runtime.failures import drained  # stopped tasks only
+
+            await drained(self.ctx, until, self.config.runtime.cleanup_grace)
 
     async def _close_resources(self) -> None:
         closers, self.ctx.closers[:] = list(self.ctx.closers), []

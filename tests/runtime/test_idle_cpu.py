@@ -147,3 +147,31 @@ async def test_a_sequence_re_entering_an_instant_repeat_before_an_action_is_poll
     assert result.status is RunStatus.TIMEOUT
     assert result.ticks < 150, result.ticks  # a cycle or two a poll, not thousands of ticks
     assert time.process_time() - cpu < CPU_SHARE * 0.5
+
+
+class _Unavailable(AsyncNode):
+    """A check whose service is down: it raises with a new request id every time."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.asked = 0
+
+    async def update_async(self) -> Status:
+        self.asked += 1
+        raise ConnectionError(f"status service unavailable (request id {self.asked})")
+
+
+async def test_a_check_failing_with_a_new_error_text_each_time_is_polled_not_spun() -> None:
+    """A selector without memory re-enters the check before a running 0.5 s action. The
+    runtime writes the error's text as the check's feedback: a new request id in it made
+    every tick look like a change, and the runner went round at the loop's speed (~70% of a
+    core, thousands of ticks). The text is the runtime's, not the node's: it is polled, as
+    with a fixed message."""
+    check = _Unavailable("emergency?")
+    root = py_trees.composites.Selector("priorities", memory=False, children=[
+        check, _Sleeps("work", 0.5)])
+    cpu, wall, ticks, status = await _measured(root)
+    assert status is RunStatus.SUCCESS
+    assert ticks < 0.5 / 0.05 * 3, ticks  # polled, not spun
+    assert check.asked == ticks  # re-entered at every tick, as py_trees' loop does
+    assert cpu < CPU_SHARE * wall, f"{cpu:.3f} s of CPU over {wall:.3f} s, {ticks} ticks"

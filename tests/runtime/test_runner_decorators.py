@@ -362,6 +362,43 @@ async def test_an_eternal_guard_on_something_outside_the_state_is_polled() -> No
     assert action.cancelled
 
 
+class AbortIf(d.Decorator):
+    """A user's own decorator: fails, stopping its child, once ``flag`` is raised."""
+
+    def __init__(self, name: str, child: Behaviour, flag: Flag) -> None:
+        super().__init__(name, child)
+        self.flag = flag
+
+    def update(self) -> Status:
+        return Status.FAILURE if self.flag.raised else self.decorated.status
+
+
+class Named(py_trees.composites.Sequence):
+    """A user's sequence that only names itself: py_trees' own tick, nothing more to poll."""
+
+    def __init__(self, children: list[Behaviour]) -> None:
+        super().__init__("named", memory=True, children=children)
+
+
+async def test_a_users_own_decorator_on_something_outside_the_state_is_polled() -> None:
+    """A decorator of the user's own whose ``update`` reads a flag no state write announces:
+    py_trees' loop ticks it at its rate and sees the flag; the runner slept until the child
+    ended. Polled as an EternalGuard is, it stops the child once the flag turns."""
+    from jianmu.runtime.async_node import _GUARD, _kind
+
+    flag, action = Flag(), Blocked("action")
+    root = AbortIf("mine", action, flag)
+    run = asyncio.ensure_future(ReactiveRunner(root, StateManager()).run(timeout=60))
+    await action.started.wait()
+    flag.raised = True
+    result = await run
+    assert result.status is RunStatus.FAILURE, result.error
+    assert action.cancelled
+    # one whose tick and update are py_trees' own is not polled (nor py_trees' own classes)
+    assert not _kind(Named) & _GUARD and not _kind(d.Inverter) & _GUARD
+    assert _kind(AbortIf) & _GUARD
+
+
 @pytest.mark.parametrize("quoting", [d.SuccessIsFailure, d.FailureIsSuccess, d.Inverter])
 async def test_a_decorator_quoting_a_running_timeout_does_not_spin(
     quoting: type[d.Decorator],
