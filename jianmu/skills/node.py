@@ -7,7 +7,6 @@ the node's executor (`connect_mcp_tools`).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import os
@@ -435,6 +434,8 @@ class SkillNode(FlattenedAgentNode):
         """The active skills by name: all of them when eager, those loaded when progressive."""
         self._start: tuple[Constraints, ToolSet] | None = None
         self._engine_tools: frozenset[str] = frozenset()
+        self._mcp_connected: set[str] = set()
+        """The active skills whose MCP servers this run has connected (closed as it ends)."""
 
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run; a typed answer restored as JSON in the enclosing state becomes an
@@ -515,9 +516,30 @@ class SkillNode(FlattenedAgentNode):
         tools (see `ToolExecutor.add_tool_source`), also after a restore in a new process."""
         executor = self.react.executor if self.react is not None else None
         if executor is not None and mcp_references(skills, self.ctx):
-            executor.add_tool_source(functools.partial(
-                connect_mcp_tools, skills, self.ctx, lambda: self.constraints, executor,
-            ))
+            executor.add_tool_source(self._connect_mcp)
+
+    async def _connect_mcp(self) -> None:
+        """Connect the MCP servers that the active skills name and this run has not yet, and
+        register their tools (`connect_mcp_tools`)."""
+        executor = self.react.executor if self.react is not None else None
+        wanted = [s for s in self.loaded.values() if s.name not in self._mcp_connected]
+        if executor is None or not mcp_references(wanted, self.ctx):
+            return
+        names = {s.name for s in wanted}
+        self._mcp_connected |= names  # before the wait: a second prepare meanwhile starts none
+        self.ctx.on_close(self._mcp_run_ended)
+        try:
+            await connect_mcp_tools(wanted, self.ctx, lambda: self.constraints, executor)
+        except BaseException:  # the source stays pending: the next prepare tries again
+            self._mcp_connected -= names
+            raise
+
+    async def _mcp_run_ended(self) -> None:
+        """The run closes its servers as it ends (their tools withdrawn with them): the node
+        stays compiled, so the next run — a conversation's next turn, a run again after a
+        timeout or cancel — connects those its active skills name again, on first use."""
+        self._mcp_connected.clear()
+        self._add_mcp_source(list(self.loaded.values()))
 
     def history_limit(self) -> int:
         """Messages of the global conversation copied in."""
@@ -689,13 +711,21 @@ async def connect_mcp_tools(
     is deny. When a server says its tools changed, they are listed again before the model's
     next turn (tools it dropped are removed, new ones it added registered). The read-only
     ``mcp_list_resources`` and ``mcp_read_resource`` cover the servers named whole. The
-    servers start together; the first that fails (in the skills' order) raises."""
+    servers start together; the first that fails (in the skills' order) raises. As the run
+    ends, the tools are withdrawn from ``executor`` and the servers closed."""
     references = mcp_references(skills, ctx)
     if not references:
         return
     from jianmu.mcp import MCPToolProvider  # the MCP SDK only for skills that name a server
 
-    providers = []
+    providers: list[MCPToolProvider] = []
+    syncs: list[_Sync] = []
+
+    async def withdraw() -> None:
+        # a tool of a closed server would only fail its calls: the next run connects anew
+        _withdraw(executor, providers, syncs, ctx, constraints)
+
+    ctx.on_close(withdraw)
     for server in references:
         provider = MCPToolProvider.from_config(server, ctx.config.mcp.servers[server])
         ctx.on_close(provider.close)
@@ -707,7 +737,9 @@ async def connect_mcp_tools(
         if isinstance(outcome, BaseException):
             raise outcome
     for provider, names in zip(providers, references.values(), strict=True):
-        _Sync(provider, names, ctx, constraints, executor).attach()
+        sync = _Sync(provider, names, ctx, constraints, executor)
+        syncs.append(sync)
+        sync.attach()
         if "*" in names:  # a skill that names one tool of a server gets only that tool
             _add_resource_tools(provider, ctx, constraints, executor)
 
@@ -730,8 +762,41 @@ def _add_resource_tools(
         executor.register_tool(tool)
 
 
+def _withdraw(
+    executor: ToolExecutor, providers: Sequence[MCPToolProvider], syncs: Iterable[_Sync],
+    ctx: RunContext, constraints: Callable[[], Constraints | None],
+) -> None:
+    """Remove from ``executor`` the tools served by ``providers``' connections (those another
+    connection registered since under the same name stay), and their servers from the
+    resource tools (removed when they cover no server left)."""
+    from jianmu.mcp import MCPReadResourceTool, resource_tools
+
+    ours = [p.client for p in providers]
+    for sync in syncs:
+        sync.detached = True  # a change its server announced is not listed again
+        for name in sync.registered:
+            tool = executor.toolset.get(name)
+            if tool is not None and any(getattr(tool, "client", None) is c for c in ours):
+                executor.unregister_tool(name)
+        sync.registered = set()
+    existing = executor.toolset.get(MCPReadResourceTool.name)
+    if not isinstance(existing, MCPReadResourceTool):
+        return
+    left = {k: c for k, c in existing.clients.items() if not any(c is o for o in ours)}
+    if len(left) == len(existing.clients):
+        return
+    for tool in resource_tools(left):
+        executor.unregister_tool(tool.name)
+    if left:
+        for tool in visible_tools(resource_tools(left), ctx, constraints() or Constraints()):
+            executor.register_tool(tool)
+
+
 class _Sync:
     """Keeps an executor's tools of one MCP server in step with the server's list."""
+
+    detached = False
+    """Whether its run ended (its tools withdrawn): the server's changes are not followed."""
 
     def __init__(
         self, provider: MCPToolProvider, names: set[str], ctx: RunContext,
@@ -760,12 +825,14 @@ class _Sync:
 
     def _changed(self) -> None:
         # runs on the session's loop: only schedule; the executor lists before the next turn
-        if not self.pending:
+        if not self.pending and not self.detached:
             self.pending = True
             self.executor.add_tool_source(self._refresh)
 
     async def _refresh(self) -> None:
         self.pending = False
+        if self.detached:  # the run ended before the executor asked: its server is closed
+            return
         try:
             await self.provider.refresh()
         except MCPError as exc:  # the model keeps the tools it had; a call says what failed
