@@ -311,6 +311,9 @@ class ReactiveRunner:
         self._wake_event: WakeEvent | None = None
         self._cancel_requested = False
         self._running = False
+        self.halting = False
+        """True while the runner stops its tree (a timeout, `cancel`, its task cancelled): a
+        node stopped then keeps what the next run goes on from, as one a parent stops may not."""
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._restored_nodes: dict[str, dict[str, Any]] = {}
@@ -932,7 +935,11 @@ class ReactiveRunner:
 
     def _stop_tree(self) -> None:
         if self.root.status is Status.RUNNING:
-            self.root.stop(Status.INVALID)
+            self.halting = True
+            try:
+                self.root.stop(Status.INVALID)
+            finally:
+                self.halting = False
 
     def _ended(self, status: RunStatus, error: str | None) -> RunResult:
         """The result of a run its checkpoint says ended: what the state holds, no tick here."""

@@ -7,6 +7,7 @@ the node's executor (`connect_mcp_tools`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -121,7 +122,9 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     same after a restore; the node and everything below it read and
     write there. ``outer_state`` is the view the node was placed in, for copying the
     conversation in and the results out. The namespace is removed in ``terminate()``; when the
-    subtree fails, a JSON snapshot of it is written to ``config.runtime.debug_dir`` first.
+    subtree fails, a JSON snapshot of it is written to ``config.runtime.debug_dir`` first. A
+    node the runner stops (the run's timeout, ``cancel()``) keeps it, and the next run goes on
+    from it (`resumed`), as a sub-agent's call goes on where it was halted.
 
     Subclasses implement `compile_subtree` and may override `on_success`.
     """
@@ -134,7 +137,13 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         self.outer_state: StateView | None = None
         self.debug_snapshot_path: Path | None = None
         self._compiled = False
+        self.resumed = False
+        """Whether this run of the node goes on in the namespace a run the runner stopped left
+        (every other end removes it)."""
         self._expired = False
+        self._ended: str | None = None
+        """The namespace of the subtree's last run that ended (not stopped by the runner), until
+        the node starts again: what its stopped calls write late is removed."""
         self._timer: asyncio.TimerHandle | None = None
         self._started_at: float | None = None
 
@@ -226,7 +235,12 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
 
     # -- lifecycle -------------------------------------------------------------------------------
     def initialise(self) -> None:
-        """Start the timeout clock, if the skill has one."""
+        """Note whether the run goes on in a namespace a stopped run left; start the timeout
+        clock, if the skill has one."""
+        if self._ended:  # what the ended run's stopped calls wrote late is no run's
+            self.state_manager.clear_namespace(self._ended)
+            self._ended = None
+        self.resumed = bool(self.namespace) and self.namespace in self.state_manager.namespaces()
         self._expired = False
         self._started_at = asyncio.get_running_loop().time()
         self.arm_timer()
@@ -261,16 +275,38 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         return Status.RUNNING
 
     def terminate(self, new_status: Status) -> None:
-        """Snapshot the namespace on failure, then remove it."""
+        """Snapshot the namespace on failure, then remove it; keep it when the runner stops
+        the run (a timeout, ``cancel()``): the next run goes on from it."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._started_at = None
         if not self._compiled or not self.namespace:
             return
+        if new_status is Status.INVALID and getattr(self.ctx.runner, "halting", False):
+            # the subtree's conversation and its record of calls stopped under way (maybe
+            # done): dropped, the next run would start the skill afresh and its model ask
+            # again for a payment that may have gone through, as a sub-agent's run keeps them
+            return
+        stopping: list[asyncio.Task[Any]] = []
+        if self.decorated.status is Status.RUNNING:
+            # stopped now (py_trees stops it after this), its calls would write their records
+            # into the namespace after it went, and a later run take them as its own
+            stopping = [t for n in self.decorated.iterate()
+                        if (t := getattr(n, "in_flight", None)) is not None]
+            self.decorated.stop(Status.INVALID)
         if new_status is Status.FAILURE:
             self.debug_snapshot_path = self._write_debug_snapshot()
         self.state_manager.clear_namespace(self.namespace)
+        self._ended = self.namespace
+        for task in stopping:  # a task's handlers write on its way out, a loop step later
+            task.add_done_callback(functools.partial(self._clear_ended, self.namespace))
+
+    def _clear_ended(self, namespace: str, _task: asyncio.Task[Any]) -> None:
+        """Remove what a stopped task of the ended run wrote in ``namespace`` on its way out,
+        unless the node has started again since."""
+        if self._ended == namespace:
+            self.state_manager.clear_namespace(namespace)
 
     def _write_debug_snapshot(self) -> Path | None:
         configured = Path(self.ctx.config.runtime.debug_dir)
@@ -343,8 +379,19 @@ class PrepareSkillContext(RuntimeNode, py_trees.behaviour.Behaviour):
         messages = list(outer.get("messages") or []) if outer is not None else []
         from jianmu.nodes.agent_llm import recent_messages
 
+        owner, namespace = self.owner, self.owner.namespace or ""
+        seen = owner.outer_seen.get(namespace)
+        owner.outer_seen[namespace] = len(messages)
+        if owner.resumed:
+            # the conversation a stopped run left goes on (the calls it recorded as maybe done
+            # in it), with what the enclosing one was told since (the user's next message)
+            since = messages[seen:] if seen is not None and seen <= len(messages) else []
+            added = recent_messages(since, limit) if limit else []
+            if added:
+                self.state.append_port_messages(added)
+            return Status.SUCCESS
         history = recent_messages(messages, limit) if limit else []
-        self.state.update({"messages": [*history, *self.owner.config.seed_messages]})
+        self.state.update({"messages": [*history, *owner.config.seed_messages]})
         return Status.SUCCESS
 
 
@@ -434,6 +481,10 @@ class SkillNode(FlattenedAgentNode):
         """The active skills by name: all of them when eager, those loaded when progressive."""
         self._start: tuple[Constraints, ToolSet] | None = None
         self._engine_tools: frozenset[str] = frozenset()
+        self.outer_seen: dict[str, int] = {}
+        """By namespace, the messages the enclosing conversation held when the skill's was
+        last prepared (in this process: a run restored elsewhere goes on without those sent
+        since)."""
         self._mcp_connected: set[str] = set()
         """The active skills whose MCP servers this run has connected (closed as it ends)."""
 
@@ -609,14 +660,21 @@ class SkillNode(FlattenedAgentNode):
         self.arm_timer()
 
     def initialise(self) -> None:
-        """A new run of the node starts with no skill loaded (progressive), then the clock."""
-        if self.progressive and self.loaded and self._start is not None:
+        """A new run of the node starts with no skill loaded (progressive), then the clock;
+        one that goes on from a stopped run keeps those its model loaded."""
+        super().initialise()
+        if self.progressive and self.loaded and self._start is not None and not self.resumed:
             constraints, toolset = self._start
             self.loaded.clear()
             if self.react is not None and self.react.executor is not None:
                 self.react.executor.toolset = toolset
             self._apply_constraints(constraints)
-        super().initialise()
+
+    def terminate(self, new_status: Status) -> None:
+        """As `FlattenedAgentNode.terminate`; a run that ended forgets what it had seen."""
+        super().terminate(new_status)
+        if self._ended is not None:
+            self.outer_seen.pop(self._ended, None)
 
     # -- FlattenedAgentNode ----------------------------------------------------------------------
     def compile_subtree(self) -> py_trees.behaviour.Behaviour:

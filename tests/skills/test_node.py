@@ -389,6 +389,48 @@ async def test_a_conversations_next_turn_connects_the_skills_mcp_servers_again(
     assert "weather__server_pid" in llm.requests[2].tool_names
 
 
+async def test_a_loaded_skills_mcp_tools_work_in_the_run_after_a_cancel(tmp_path: Path) -> None:
+    # progressive: the model loads the skill mid-run, the run is cancelled while a call of it
+    # runs; the next run goes on with the skill loaded and its server connected anew
+    import asyncio
+
+    started = asyncio.Event()
+
+    @tool(category="write", permission="auto")
+    async def hold() -> str:
+        """Wait for a signal that never comes."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    make_skill(tmp_path, "forecaster", "tools: [weather, hold]\n")
+    make_skill(tmp_path, "other", "tools: []\n")
+    cfg = mcp_config(tmp_path)
+    llm = ScriptedLLM([
+        [{"name": "load_skill", "arguments": {"name": "forecaster"}}],
+        [{"name": "weather__server_pid", "arguments": {}}],
+        [{"name": "hold", "arguments": {}}],
+        [{"name": "weather__server_pid", "arguments": {}}],
+        lambda messages: "\n".join(str(m.content) for m in messages if m.role == "tool"),
+    ])
+    catalog = SkillCatalog([tmp_path], config=cfg, custom_tools=[hold])
+    node = SkillNode("Forecast", ["forecaster", "other"], llm, catalog=catalog, tools=[hold])
+    state = state_with("which server?")
+    async with ReactiveRunner(node, state, config=cfg) as runner:
+        going = asyncio.ensure_future(runner.run(timeout=60))
+        await started.wait()
+        runner.cancel()
+        assert (await going).status is RunStatus.CANCELLED
+        done = await runner.run(timeout=60)
+    assert done.status is RunStatus.SUCCESS, done.error
+    assert node.progressive
+    results = (state.get("final_answer") or "").splitlines()
+    assert "closed" not in "".join(results), results
+    pids = [line for line in results if line.isdigit()]
+    assert len(pids) == 2 and pids[0] != pids[1], results
+    assert "weather__server_pid" in llm.requests[-2].tool_names
+
+
 async def test_a_skill_cannot_move_the_workspace_out(tmp_path: Path) -> None:
     make_skill(tmp_path, "mover", "tools: [ping]\nconstraints:\n  execution:\n    workdir: /\n")
     llm = ScriptedLLM(["never asked"])
