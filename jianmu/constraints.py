@@ -479,7 +479,10 @@ class BlankIsUnset(BaseModel):
 
 
 def _is_number(annotation: Any) -> bool:
-    """Whether a field's type is a number (``int``, ``float | None``) and no switch."""
+    """Whether a field's type is a number (``int``, ``float | None``, an ``Annotated`` one)
+    and no switch."""
+    if typing.get_origin(annotation) is Annotated:
+        annotation = typing.get_args(annotation)[0]
     kinds = set(typing.get_args(annotation) or (annotation,)) - {type(None)}
     return bool(kinds) and kinds <= {int, float}
 

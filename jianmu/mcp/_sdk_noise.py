@@ -38,7 +38,7 @@ _READ_FAILED = "Reading from the MCP server's stdout failed mid-session"
 _HTTP_LOGGER = "mcp.client.streamable_http"
 _SSE_FAILED = "Error parsing SSE message"
 _JSON_FAILED = "Error parsing JSON response"
-_NOT_READ = "the server's answer is"  # how `jianmu.mcp._transport.bound_answers` begins
+_NOT_READ = "the server's answer is"  # how `jianmu.mcp._transport.AnswerBounds` begins
 
 
 class _OneLine(logging.Filter):

@@ -5,7 +5,7 @@ Header values (a bearer token among them) live in `SecretHeaders`, whose repr an
 only the header names; `RefusedAuth` remembers a server's 401/403, which the SDK turns into a
 generic error. `WatchedStream` tells the client when the server's messages end;
 `WholeLines` hands a stdio server's stdout to the SDK a line's end at a time, and
-`bound_answers` holds an HTTP server's answers to the same bound.
+`AnswerBounds` holds an HTTP server's answers to the same bound.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import anyio.abc
 from jianmu.errors import MCPLineTooLongError
 
 __all__ = (
-    "MAX_ANSWER_BYTES", "RefusedAuth", "SecretHeaders", "WatchedStream", "WholeLines",
-    "bound_answers", "errlog", "open_transport", "server_process",
+    "MAX_ANSWER_BYTES", "AnswerBounds", "RefusedAuth", "SecretHeaders", "WatchedStream",
+    "WholeLines", "errlog", "open_transport", "server_process",
 )
 
 MAX_ANSWER_BYTES = 64 << 20
@@ -149,7 +149,7 @@ async def open_transport(
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     # identity: a compressed answer of a few kilobytes may decode to gigabytes before any bound
-    # sees it (`bound_answers` refuses one sent all the same)
+    # sees it (`AnswerBounds` refuses one sent all the same)
     sent = {k: v for k, v in headers.reveal().items() if k.lower() != "accept-encoding"}
     http = create_mcp_http_client(headers={**sent, "Accept-Encoding": "identity"})
 
@@ -158,34 +158,102 @@ async def open_transport(
         if response.status_code == 404 and "mcp-session-id" in response.request.headers:
             forgotten()
 
-    http.event_hooks = {"request": [], "response": [refused.record, lost, bound_answers]}
+    answers = AnswerBounds()
+    http.event_hooks = {"request": [answers.request],
+                        "response": [refused.record, lost, answers.response]}
     assert url is not None  # neither command nor url: MCPClient refuses it
     async with http, streamable_http_client(url, http_client=http) as streams:
         yield streams
 
 
-async def bound_answers(response: Any) -> None:
-    """httpx response hook: the body is read to `MAX_ANSWER_BYTES` at most, and only as sent.
+class AnswerBounds:
+    """httpx event hooks of one streamable-HTTP connection: each answer is read to
+    `MAX_ANSWER_BYTES` at most and only as sent, and the event stream answering a request is
+    not read on once the client gave the request up.
 
-    The SDK reads an answer that is not an event stream whole into memory (its events it
-    bounds itself, a MiB each): a server answering without end filled the memory at the
-    network's speed, and went on after the call had timed out. Past the bound, or compressed
-    although we asked for ``identity``, reading fails with the `httpx2.StreamError` the SDK
-    turns into the request's error; the connection is closed.
+    The SDK reads an answer that is not an event stream whole into memory, and an event
+    stream (the answer to a request, with the notifications before it) for as long as it goes
+    on, bounding only each event (a MiB): a server answering without end filled the memory at
+    the network's speed, and went on being read after the call had timed out, until the
+    client closed. Past the bound, or compressed although we asked for ``identity``, reading
+    fails (`httpx2.StreamError`, `httpx2.SSEError` for an event stream), which the SDK turns
+    into the request's error; the connection is closed. A request given up (a call that timed
+    out or was cancelled: the SDK sends ``notifications/cancelled`` for it) stops its event
+    stream so at its next bytes. The server's own stream of notifications (a GET) has no
+    bound: it answers no request.
     """
-    encodings = {
-        e.strip().lower()
-        for e in response.headers.get_list("content-encoding", split_commas=True)
-    } - {"", "identity"}
-    streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
-    if encodings or not streamed:
-        response.stream = _bounded_body(response.stream, encodings)
+
+    __slots__ = ("_given_up", "_streaming")
+
+    def __init__(self) -> None:
+        self._streaming: dict[str, int] = {}
+        """Request ids (as JSON) whose answer is being read as an event stream: how many."""
+        self._given_up: set[str] = set()
+        """Those of them that the client gave up."""
+
+    async def request(self, request: Any) -> None:
+        """httpx request hook: note the requests the client gives up while they stream."""
+        if request.method != "POST" or not self._streaming:
+            return
+        body = _body(request)
+        if len(body) > 4096 or b"notifications/cancelled" not in body:
+            return  # cheap: a cancel is a few dozen bytes
+        import json
+
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return
+        if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            key = json.dumps(params.get("requestId") if isinstance(params, dict) else None)
+            if key in self._streaming:
+                self._given_up.add(key)
+
+    async def response(self, response: Any) -> None:
+        """httpx response hook: bound the body (see the class)."""
+        encodings = {
+            e.strip().lower()
+            for e in response.headers.get_list("content-encoding", split_commas=True)
+        } - {"", "identity"}
+        streamed = response.headers.get("content-type", "").lower().startswith(
+            "text/event-stream")
+        if not streamed:
+            response.stream = _bounded_class()(response.stream, encodings)
+        elif response.request.method == "POST":  # a request's answer, and its notifications
+            key = _request_id(response.request)
+            self._streaming[key] = self._streaming.get(key, 0) + 1
+            response.stream = _bounded_class()(
+                response.stream, encodings, given_up=lambda: key in self._given_up,
+                done=lambda: self._done(key), events=True,
+            )
+
+    def _done(self, key: str) -> None:
+        left = self._streaming.pop(key, 1) - 1
+        if left:
+            self._streaming[key] = left
+        else:
+            self._given_up.discard(key)
 
 
-def _bounded_body(stream: Any, encodings: set[str]) -> Any:
-    """``stream`` (an `httpx2.AsyncByteStream`), failing past the bound or at once when the
-    answer came compressed."""
-    return _bounded_class()(stream, encodings)
+def _request_id(request: Any) -> str:
+    """The JSON-RPC id (as JSON) of the message a POST ``request`` sent; ``null`` if none."""
+    import json
+
+    try:
+        message = json.loads(_body(request) or b"null")
+    except ValueError:
+        message = None
+    return json.dumps(message.get("id") if isinstance(message, dict) else None)
+
+
+def _body(request: Any) -> bytes:
+    """What ``request`` sends, when it is held in memory (the SDK's JSON is); else nothing."""
+    try:
+        content = request.content
+    except Exception:  # a streamed body, not read: not one of the SDK's messages
+        return b""
+    return content if isinstance(content, bytes) else b""
 
 
 @functools.cache
@@ -193,26 +261,47 @@ def _bounded_class() -> type:
     import httpx2  # the SDK's HTTP client: only once an HTTP server is connected
 
     class BoundedBody(httpx2.AsyncByteStream):
-        def __init__(self, stream: Any, encodings: set[str]) -> None:
+        def __init__(
+            self, stream: Any, encodings: set[str], *,
+            given_up: Callable[[], bool] = lambda: False, done: Callable[[], None] = lambda: None,
+            events: bool = False,
+        ) -> None:
             self._stream, self._encodings = stream, encodings
+            self._given_up, self._done = given_up, done
+            # an event stream's reader (httpx2.EventSource) gives up on an SSEError; on
+            # another error the SDK would ask the server to send the stream again
+            self._error: type[Exception] = httpx2.SSEError if events else httpx2.StreamError
+            self._ended = False
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            if self._encodings:
-                raise httpx2.StreamError(
-                    f"the server's answer is compressed ({', '.join(sorted(self._encodings))})"
-                    " though the client asked for none (Accept-Encoding: identity); not read"
-                )
-            size = 0
-            async for chunk in self._stream:
-                size += len(chunk)
-                if size > MAX_ANSWER_BYTES:
-                    raise httpx2.StreamError(
-                        f"the server's answer is longer than {MAX_ANSWER_BYTES:,} bytes; "
-                        "not read on"
+            try:
+                if self._encodings:
+                    raise self._error(
+                        f"the server's answer is compressed "
+                        f"({', '.join(sorted(self._encodings))}) though the client asked for "
+                        "none (Accept-Encoding: identity); not read"
                     )
-                yield chunk
+                size = 0
+                async for chunk in self._stream:
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise self._error(
+                            f"the server's answer is longer than {MAX_ANSWER_BYTES:,} bytes; "
+                            "not read on"
+                        )
+                    if self._given_up():
+                        raise self._error("the request was given up; its answer is not read on")
+                    yield chunk
+            finally:
+                self._end()
+
+        def _end(self) -> None:
+            if not self._ended:
+                self._ended = True
+                self._done()
 
         async def aclose(self) -> None:
+            self._end()
             await self._stream.aclose()
 
     return BoundedBody

@@ -311,6 +311,9 @@ class ReactiveRunner:
         self._wake_event: WakeEvent | None = None
         self._cancel_requested = False
         self._running = False
+        self.halting = False
+        """True while the runner stops its tree (a timeout, `cancel`, its task cancelled): a
+        node stopped then keeps what the next run goes on from, as one a parent stops may not."""
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._shape: list[Behaviour] = []  # the nodes bound, as `bound_nodes` lists them
@@ -935,7 +938,11 @@ class ReactiveRunner:
         """Stop every running node, even past a ``terminate`` that raises; what raised, said."""
         from jianmu.runtime.failures import stop_failed, stop_running_nodes  # stopped runs only
 
-        return stop_failed(self.ctx.events, stop_running_nodes(self.root))
+        self.halting = True  # a node stopped now keeps what the next run goes on from
+        try:
+            return stop_failed(self.ctx.events, stop_running_nodes(self.root))
+        finally:
+            self.halting = False
 
     def _stopped(self, status: RunStatus, why: str) -> _Outcome:
         """Stop the tree: the run ends with ``status`` for ``why``, and a FAILURE's exception

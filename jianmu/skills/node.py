@@ -122,7 +122,9 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
     same after a restore; the node and everything below it read and
     write there. ``outer_state`` is the view the node was placed in, for copying the
     conversation in and the results out. The namespace is removed in ``terminate()``; when the
-    subtree fails, a JSON snapshot of it is written to ``config.runtime.debug_dir`` first.
+    subtree fails, a JSON snapshot of it is written to ``config.runtime.debug_dir`` first. A
+    node the runner stops (the run's timeout, ``cancel()``) keeps it, and the next run goes on
+    from it (`resumed`), as a sub-agent's call goes on where it was halted.
 
     Subclasses implement `compile_subtree` and may override `on_success`.
     """
@@ -135,7 +137,13 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         self.outer_state: StateView | None = None
         self.debug_snapshot_path: Path | None = None
         self._compiled = False
+        self.resumed = False
+        """Whether this run of the node goes on in the namespace a run the runner stopped left
+        (every other end removes it)."""
         self._expired = False
+        self._ended: str | None = None
+        """The namespace of the subtree's last run that ended (not stopped by the runner), until
+        the node starts again: what its stopped calls write late is removed."""
         self._timer: asyncio.TimerHandle | None = None
         self._started_at: float | None = None
 
@@ -227,7 +235,12 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
 
     # -- lifecycle -------------------------------------------------------------------------------
     def initialise(self) -> None:
-        """Start the timeout clock, if the skill has one."""
+        """Note whether the run goes on in a namespace a stopped run left; start the timeout
+        clock, if the skill has one."""
+        if self._ended:  # what the ended run's stopped calls wrote late is no run's
+            self.state_manager.clear_namespace(self._ended)
+            self._ended = None
+        self.resumed = bool(self.namespace) and self.namespace in self.state_manager.namespaces()
         self._expired = False
         self._started_at = asyncio.get_running_loop().time()
         self.arm_timer()
@@ -262,16 +275,38 @@ class FlattenedAgentNode(RuntimeNode, py_trees.decorators.Decorator):
         return Status.RUNNING
 
     def terminate(self, new_status: Status) -> None:
-        """Snapshot the namespace on failure, then remove it."""
+        """Snapshot the namespace on failure, then remove it; keep it when the runner stops
+        the run (a timeout, ``cancel()``): the next run goes on from it."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         self._started_at = None
         if not self._compiled or not self.namespace:
             return
+        if new_status is Status.INVALID and getattr(self.ctx.runner, "halting", False):
+            # the subtree's conversation and its record of calls stopped under way (maybe
+            # done): dropped, the next run would start the skill afresh and its model ask
+            # again for a payment that may have gone through, as a sub-agent's run keeps them
+            return
+        stopping: list[asyncio.Task[Any]] = []
+        if self.decorated.status is Status.RUNNING:
+            # stopped now (py_trees stops it after this), its calls would write their records
+            # into the namespace after it went, and a later run take them as its own
+            stopping = [t for n in self.decorated.iterate()
+                        if (t := getattr(n, "in_flight", None)) is not None]
+            self.decorated.stop(Status.INVALID)
         if new_status is Status.FAILURE:
             self.debug_snapshot_path = self._write_debug_snapshot()
         self.state_manager.clear_namespace(self.namespace)
+        self._ended = self.namespace
+        for task in stopping:  # a task's handlers write on its way out, a loop step later
+            task.add_done_callback(functools.partial(self._clear_ended, self.namespace))
+
+    def _clear_ended(self, namespace: str, _task: asyncio.Task[Any]) -> None:
+        """Remove what a stopped task of the ended run wrote in ``namespace`` on its way out,
+        unless the node has started again since."""
+        if self._ended == namespace:
+            self.state_manager.clear_namespace(namespace)
 
     def _write_debug_snapshot(self) -> Path | None:
         configured = Path(self.ctx.config.runtime.debug_dir)
@@ -344,8 +379,19 @@ class PrepareSkillContext(RuntimeNode, py_trees.behaviour.Behaviour):
         messages = list(outer.get("messages") or []) if outer is not None else []
         from jianmu.nodes.agent_llm import recent_messages
 
+        owner, namespace = self.owner, self.owner.namespace or ""
+        seen = owner.outer_seen.get(namespace)
+        owner.outer_seen[namespace] = len(messages)
+        if owner.resumed:
+            # the conversation a stopped run left goes on (the calls it recorded as maybe done
+            # in it), with what the enclosing one was told since (the user's next message)
+            since = messages[seen:] if seen is not None and seen <= len(messages) else []
+            added = recent_messages(since, limit) if limit else []
+            if added:
+                self.state.append_port_messages(added)
+            return Status.SUCCESS
         history = recent_messages(messages, limit) if limit else []
-        self.state.update({"messages": [*history, *self.owner.config.seed_messages]})
+        self.state.update({"messages": [*history, *owner.config.seed_messages]})
         return Status.SUCCESS
 
 
@@ -435,6 +481,12 @@ class SkillNode(FlattenedAgentNode):
         """The active skills by name: all of them when eager, those loaded when progressive."""
         self._start: tuple[Constraints, ToolSet] | None = None
         self._engine_tools: frozenset[str] = frozenset()
+        self.outer_seen: dict[str, int] = {}
+        """By namespace, the messages the enclosing conversation held when the skill's was
+        last prepared (in this process: a run restored elsewhere goes on without those sent
+        since)."""
+        self._mcp_connected: set[str] = set()
+        """The active skills whose MCP servers this run has connected (closed as it ends)."""
 
     def bind(self, state_manager: Any, ctx: Any, path: str) -> None:
         """Attach the run; a typed answer restored as JSON in the enclosing state becomes an
@@ -515,9 +567,30 @@ class SkillNode(FlattenedAgentNode):
         tools (see `ToolExecutor.add_tool_source`), also after a restore in a new process."""
         executor = self.react.executor if self.react is not None else None
         if executor is not None and mcp_references(skills, self.ctx):
-            executor.add_tool_source(functools.partial(
-                connect_mcp_tools, skills, self.ctx, lambda: self.constraints, executor,
-            ))
+            executor.add_tool_source(self._connect_mcp)
+
+    async def _connect_mcp(self) -> None:
+        """Connect the MCP servers that the active skills name and this run has not yet, and
+        register their tools (`connect_mcp_tools`)."""
+        executor = self.react.executor if self.react is not None else None
+        wanted = [s for s in self.loaded.values() if s.name not in self._mcp_connected]
+        if executor is None or not mcp_references(wanted, self.ctx):
+            return
+        names = {s.name for s in wanted}
+        self._mcp_connected |= names  # before the wait: a second prepare meanwhile starts none
+        self.ctx.on_close(self._mcp_run_ended)
+        try:
+            await connect_mcp_tools(wanted, self.ctx, lambda: self.constraints, executor)
+        except BaseException:  # the source stays pending: the next prepare tries again
+            self._mcp_connected -= names
+            raise
+
+    async def _mcp_run_ended(self) -> None:
+        """The run closes its servers as it ends (their tools withdrawn with them): the node
+        stays compiled, so the next run — a conversation's next turn, a run again after a
+        timeout or cancel — connects those its active skills name again, on first use."""
+        self._mcp_connected.clear()
+        self._add_mcp_source(list(self.loaded.values()))
 
     def history_limit(self) -> int:
         """Messages of the global conversation copied in."""
@@ -587,14 +660,21 @@ class SkillNode(FlattenedAgentNode):
         self.arm_timer()
 
     def initialise(self) -> None:
-        """A new run of the node starts with no skill loaded (progressive), then the clock."""
-        if self.progressive and self.loaded and self._start is not None:
+        """A new run of the node starts with no skill loaded (progressive), then the clock;
+        one that goes on from a stopped run keeps those its model loaded."""
+        super().initialise()
+        if self.progressive and self.loaded and self._start is not None and not self.resumed:
             constraints, toolset = self._start
             self.loaded.clear()
             if self.react is not None and self.react.executor is not None:
                 self.react.executor.toolset = toolset
             self._apply_constraints(constraints)
-        super().initialise()
+
+    def terminate(self, new_status: Status) -> None:
+        """As `FlattenedAgentNode.terminate`; a run that ended forgets what it had seen."""
+        super().terminate(new_status)
+        if self._ended is not None:
+            self.outer_seen.pop(self._ended, None)
 
     # -- FlattenedAgentNode ----------------------------------------------------------------------
     def compile_subtree(self) -> py_trees.behaviour.Behaviour:
@@ -689,13 +769,21 @@ async def connect_mcp_tools(
     is deny. When a server says its tools changed, they are listed again before the model's
     next turn (tools it dropped are removed, new ones it added registered). The read-only
     ``mcp_list_resources`` and ``mcp_read_resource`` cover the servers named whole. The
-    servers start together; the first that fails (in the skills' order) raises."""
+    servers start together; the first that fails (in the skills' order) raises. As the run
+    ends, the tools are withdrawn from ``executor`` and the servers closed."""
     references = mcp_references(skills, ctx)
     if not references:
         return
     from jianmu.mcp import MCPToolProvider  # the MCP SDK only for skills that name a server
 
-    providers = []
+    providers: list[MCPToolProvider] = []
+    syncs: list[_Sync] = []
+
+    async def withdraw() -> None:
+        # a tool of a closed server would only fail its calls: the next run connects anew
+        _withdraw(executor, providers, syncs, ctx, constraints)
+
+    ctx.on_close(withdraw)
     for server in references:
         provider = MCPToolProvider.from_config(server, ctx.config.mcp.servers[server])
         ctx.on_close(provider.close)
@@ -707,7 +795,9 @@ async def connect_mcp_tools(
         if isinstance(outcome, BaseException):
             raise outcome
     for provider, names in zip(providers, references.values(), strict=True):
-        _Sync(provider, names, ctx, constraints, executor).attach()
+        sync = _Sync(provider, names, ctx, constraints, executor)
+        syncs.append(sync)
+        sync.attach()
         if "*" in names:  # a skill that names one tool of a server gets only that tool
             _add_resource_tools(provider, ctx, constraints, executor)
 
@@ -730,8 +820,41 @@ def _add_resource_tools(
         executor.register_tool(tool)
 
 
+def _withdraw(
+    executor: ToolExecutor, providers: Sequence[MCPToolProvider], syncs: Iterable[_Sync],
+    ctx: RunContext, constraints: Callable[[], Constraints | None],
+) -> None:
+    """Remove from ``executor`` the tools served by ``providers``' connections (those another
+    connection registered since under the same name stay), and their servers from the
+    resource tools (removed when they cover no server left)."""
+    from jianmu.mcp import MCPReadResourceTool, resource_tools
+
+    ours = [p.client for p in providers]
+    for sync in syncs:
+        sync.detached = True  # a change its server announced is not listed again
+        for name in sync.registered:
+            tool = executor.toolset.get(name)
+            if tool is not None and any(getattr(tool, "client", None) is c for c in ours):
+                executor.unregister_tool(name)
+        sync.registered = set()
+    existing = executor.toolset.get(MCPReadResourceTool.name)
+    if not isinstance(existing, MCPReadResourceTool):
+        return
+    left = {k: c for k, c in existing.clients.items() if not any(c is o for o in ours)}
+    if len(left) == len(existing.clients):
+        return
+    for tool in resource_tools(left):
+        executor.unregister_tool(tool.name)
+    if left:
+        for tool in visible_tools(resource_tools(left), ctx, constraints() or Constraints()):
+            executor.register_tool(tool)
+
+
 class _Sync:
     """Keeps an executor's tools of one MCP server in step with the server's list."""
+
+    detached = False
+    """Whether its run ended (its tools withdrawn): the server's changes are not followed."""
 
     def __init__(
         self, provider: MCPToolProvider, names: set[str], ctx: RunContext,
@@ -760,12 +883,14 @@ class _Sync:
 
     def _changed(self) -> None:
         # runs on the session's loop: only schedule; the executor lists before the next turn
-        if not self.pending:
+        if not self.pending and not self.detached:
             self.pending = True
             self.executor.add_tool_source(self._refresh)
 
     async def _refresh(self) -> None:
         self.pending = False
+        if self.detached:  # the run ended before the executor asked: its server is closed
+            return
         try:
             await self.provider.refresh()
         except MCPError as exc:  # the model keeps the tools it had; a call says what failed

@@ -7,7 +7,10 @@ on reading after the call had timed out. A compressed answer could do the same f
 kilobytes, decoded before anything saw it. Now an answer is read to
 `MAX_ANSWER_BYTES` at most, and the client asks for it uncompressed (``Accept-Encoding:
 identity``) and refuses one compressed all the same: the call fails at once, saying why, and
-the connection is closed.
+the connection is closed. The same bound holds for an answer sent as an event stream, which
+the SDK read for as long as the server sent notifications before it (each within its bound of
+an event), and such a stream of a call that timed out is closed then, not read on until the
+client closes.
 
 The server is tests/security/servers/answers_http_server.py; the bound is made 1 MiB here, so
 that a test reads little.
@@ -47,7 +50,7 @@ async def call(mode: str) -> tuple[str, list[str | None], bool]:
                 text = (await client.call_tool("flood", {})).text()
             except MCPError as exc:
                 text = f"refused: {exc}"
-            if mode == "endless":  # bounded: whatever the outcome, the server is told
+            if mode in ("endless", "events"):  # bounded: whatever the outcome, the server is told
                 await anyio.to_thread.run_sync(server.hung_up.wait, 30)
         finally:
             await client.close()
@@ -74,3 +77,25 @@ async def test_a_compressed_answer_is_refused_and_none_is_asked_for() -> None:
 async def test_an_answer_within_the_bound_still_arrives() -> None:
     text, encodings, _ = await call("plain")
     assert text == "answered" and encodings == ["identity"]
+
+
+async def test_an_endless_event_stream_fails_the_call_at_the_bound() -> None:
+    text, _, hung_up = await call("events")
+    assert hung_up and f"longer than {BOUND:,} bytes" in text, text
+
+
+async def test_the_event_stream_of_a_call_that_timed_out_is_closed() -> None:
+    from jianmu.errors import ToolTimeoutError
+    from jianmu.mcp import MCPClient
+
+    with answering("trickle") as server:
+        host, port = server.server_address[:2]
+        client = MCPClient(url=f"http://{host!s}:{port}/mcp", timeout=60)
+        try:
+            with pytest.raises(ToolTimeoutError):  # a trickle never reaches the bound
+                await client.call_tool("flood", {}, timeout=0.5)
+            # while the client stays open: nothing reads the given-up answer any more
+            await anyio.to_thread.run_sync(server.hung_up.wait, 30)
+            assert server.hung_up.is_set()
+        finally:
+            await client.close()

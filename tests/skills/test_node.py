@@ -339,6 +339,98 @@ async def test_suspended_skill_with_mcp_tools_resumes_in_a_new_runner(tmp_path: 
     assert state.namespaces() == []
 
 
+def mcp_config(tmp_path: Path) -> AppConfig:
+    """The weather server (its read-only tools run freely) and the notes server."""
+    servers = REPO / "tests" / "mcp" / "servers"
+    weather, weather_args = stdio_command(str(servers / "weather_server.py"))
+    notes, notes_args = stdio_command(str(servers / "notes_server.py"), "stdio")
+    return parse_config(
+        f"runtime:\n  debug_dir: {tmp_path / 'debug'}\n"
+        f"mcp:\n  servers:\n    weather:\n      command: {weather}\n"
+        f"      args: {json.dumps(weather_args)}\n      trust: read_only\n"
+        f"    notes:\n      command: {notes}\n      args: {json.dumps(notes_args)}\n"
+    )
+
+
+def tool_results(messages: list[Message]) -> str:
+    """The latest turn's tool results (those after the last user message), one a line."""
+    last_user = max(i for i, m in enumerate(messages) if m.role == "user")
+    return "\n".join(str(m.content) for m in messages[last_user:] if m.role == "tool")
+
+
+async def test_a_conversations_next_turn_connects_the_skills_mcp_servers_again(
+    tmp_path: Path,
+) -> None:
+    # the first run's end closed its servers; the node stays compiled, and the next turn's
+    # calls reach servers of its own, under the same names
+    make_skill(tmp_path, "forecaster", "tools: [weather, notes]\n")
+    cfg = mcp_config(tmp_path)
+    turn = [
+        [{"name": "weather__server_pid", "arguments": {}},
+         {"name": "mcp_read_resource", "arguments": {"server": "notes", "uri": "notes://readme"}}],
+        tool_results,
+    ]
+    llm = ScriptedLLM([*turn, *turn])
+    node = SkillNode("Forecast", ["forecaster"], llm, catalog=SkillCatalog([tmp_path], config=cfg))
+    state = state_with("which server?")
+    async with ReactiveRunner(node, state, config=cfg) as runner:
+        first = await runner.run(timeout=60)
+        assert first.status is RunStatus.SUCCESS, first.error
+        answers = [state.get("final_answer") or ""]
+        runner.send("and now?")
+        second = await runner.run(timeout=60)
+        assert second.status is RunStatus.SUCCESS, second.error
+        answers.append(state.get("final_answer") or "")
+    for answer in answers:
+        assert "closed" not in answer and "Read me first." in answer, answer
+    pids = [answer.splitlines()[0] for answer in answers]
+    assert all(pid.isdigit() for pid in pids) and pids[0] != pids[1], pids
+    assert llm.requests[2].tool_names == llm.requests[0].tool_names
+    assert "weather__server_pid" in llm.requests[2].tool_names
+
+
+async def test_a_loaded_skills_mcp_tools_work_in_the_run_after_a_cancel(tmp_path: Path) -> None:
+    # progressive: the model loads the skill mid-run, the run is cancelled while a call of it
+    # runs; the next run goes on with the skill loaded and its server connected anew
+    import asyncio
+
+    started = asyncio.Event()
+
+    @tool(category="write", permission="auto")
+    async def hold() -> str:
+        """Wait for a signal that never comes."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    make_skill(tmp_path, "forecaster", "tools: [weather, hold]\n")
+    make_skill(tmp_path, "other", "tools: []\n")
+    cfg = mcp_config(tmp_path)
+    llm = ScriptedLLM([
+        [{"name": "load_skill", "arguments": {"name": "forecaster"}}],
+        [{"name": "weather__server_pid", "arguments": {}}],
+        [{"name": "hold", "arguments": {}}],
+        [{"name": "weather__server_pid", "arguments": {}}],
+        lambda messages: "\n".join(str(m.content) for m in messages if m.role == "tool"),
+    ])
+    catalog = SkillCatalog([tmp_path], config=cfg, custom_tools=[hold])
+    node = SkillNode("Forecast", ["forecaster", "other"], llm, catalog=catalog, tools=[hold])
+    state = state_with("which server?")
+    async with ReactiveRunner(node, state, config=cfg) as runner:
+        going = asyncio.ensure_future(runner.run(timeout=60))
+        await started.wait()
+        runner.cancel()
+        assert (await going).status is RunStatus.CANCELLED
+        done = await runner.run(timeout=60)
+    assert done.status is RunStatus.SUCCESS, done.error
+    assert node.progressive
+    results = (state.get("final_answer") or "").splitlines()
+    assert "closed" not in "".join(results), results
+    pids = [line for line in results if line.isdigit()]
+    assert len(pids) == 2 and pids[0] != pids[1], results
+    assert "weather__server_pid" in llm.requests[-2].tool_names
+
+
 async def test_a_skill_cannot_move_the_workspace_out(tmp_path: Path) -> None:
     make_skill(tmp_path, "mover", "tools: [ping]\nconstraints:\n  execution:\n    workdir: /\n")
     llm = ScriptedLLM(["never asked"])

@@ -3,7 +3,9 @@
 Plain HTTP/1.1 and JSON-RPC by hand (not the SDK's server, which answers as it should): one
 tool, ``flood``; each call is answered as ``mode`` says — ``plain`` (a short result),
 ``padded`` (the result after `PADDING` bytes of JSON whitespace), ``endless`` (whitespace
-until the client hangs up) or ``gzip`` (a short result, compressed whatever was asked). The
+until the client hangs up), ``gzip`` (a short result, compressed whatever was asked),
+``events`` (an event stream of log notifications, each well within the SDK's bound of an
+event, until the client hangs up) or ``trickle`` (the same, an event every 10 ms). The
 server keeps the ``Accept-Encoding`` each call came with. ``answering(mode, tools=[...])``
 lists those tools instead.
 """
@@ -79,8 +81,29 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.write(framed)
             except OSError:  # the client hung up: what a bound should make it do
                 self.server.hung_up.set()
+        elif mode in ("events", "trickle"):
+            self._notify_on(pause=0.01 if mode == "trickle" else 0.0)
         else:
             self._send(200, text, "application/json")
+
+    def _notify_on(self, pause: float) -> None:
+        """Log notifications without end, as an event stream: never the answer."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                           "params": {"level": "info", "data": "x" * (16 << 10)}})
+        event = f"data: {note}\n\n".encode()
+        framed = b"%x\r\n%s\r\n" % (len(event), event)
+        try:
+            while not self.server.stopped.is_set():
+                self.wfile.write(framed)
+                self.wfile.flush()
+                if pause:
+                    self.server.stopped.wait(pause)
+        except OSError:  # the client hung up: what a bound should make it do
+            self.server.hung_up.set()
 
     def _send(self, status: int, body: bytes, kind: str, *, gzip: bool = False) -> None:
         self.send_response(status)
