@@ -271,18 +271,16 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     eager_start: ClassVar[bool] = True
     """Whether ``update_async``'s first step runs in the tick that enters the node (as the
     task, before it is scheduled): work that ends without waiting then reports in that tick,
-    as a py_trees leaf does. The engine's own model, tool and question nodes always wait for
-    something (a model, a thread, a person) and say False: eager, they would save no tick
-    with a real model, and merge a plan and its call's asking into one tick, leaving no
-    point between them to fork from."""
+    as a py_trees leaf does. The engine's model, tool and question nodes always wait (a model,
+    a thread, a person) and say False: eager, they would save no tick with a real model, and
+    merge a plan and its call's asking into one tick, with no point between to fork from."""
 
     _quiet_task: asyncio.Task[Status] | None = None
     """Its task whose end waits for the next tick rather than waking the runner: set by
-    `Ticker` while the tree rests going round, until the next tick (a task started later
-    wakes it, whatever is left here)."""
+    `Ticker` while the tree rests going round, until the next tick (a later task wakes it)."""
 
-    _said: str | None = None
-    """The feedback the runtime wrote itself, an error's text: no change (`_volatile`)."""
+    _said: str | None = None  # the feedback the runtime wrote, an error's text (`_volatile`)
+    _finished: Status | None = None  # its work's end no tick read, for the next run: `kept`
 
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
@@ -328,7 +326,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     def initialise(self) -> None:
         """Start ``update_async`` as a task (unless `settled` already knows the outcome).
         Called by py_trees when the node is (re)entered."""
-        self._settled = settled = self.settled()
+        settled, self._finished = self._finished or self.settled(), None
+        self._settled = settled
         if settled is None:
             self._start()
         else:
@@ -342,7 +341,8 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             return settled
         task = self._task
         if task is None:  # restored, kept running by a halt, or asked to be called again:
-            if (settled := self.settled()) is not None:  # ...its work may be done already
+            settled, self._finished = self._finished or self.settled(), None
+            if settled is not None:  # ...its work may be done already
                 return settled
             self._start()
             task = self._task
@@ -393,22 +393,24 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         if task.done():
             if not task.cancelled():
                 task.exception()  # a failure nobody will report now: asyncio must not log it
+                runner = getattr(getattr(self, "ctx", None), "runner", None)
+                if getattr(runner, "halting", False):  # its work done, unread: kept (`kept`)
+                    from jianmu.runtime.kept import keep  # stopped runs only
+                    keep(self, task, runner, coerce_status)
             return
         first = task.get_coro()
         waits = first.waits if isinstance(first, FirstStep) else NOT_YET
         task.cancel()  # the task's own account (cancelling()), and what it waits on
         if waits is not NOT_YET and isinstance(waits, asyncio.Future):
-            # stepped eagerly, and the task has not yet taken what its coroutine waits on
-            # (its first step does): cancelled as the task's cancel would (a gather's
-            # children, an inner task), or that work went on after the node was stopped;
+            # stepped eagerly, the task not yet holding what its coroutine waits on: cancelled
+            # as the task's cancel would (a gather's children), or it went on after the stop;
             # its outcome read once it ends, as the task would have (asyncio logs it unread)
             waits.cancel()
             waits.add_done_callback(read_outcome)
         if isinstance(first, FirstStep):
-            # the CancelledError reaches the coroutine now, in the tick that stops the node
-            # (as a py_trees leaf's ``terminate`` runs in it), not a loop step later: its
-            # handlers and ``finally`` blocks run in py_trees' order of stops, up to what
-            # they wait on; the task's next step takes up from there
+            # the CancelledError reaches the coroutine in the tick that stops the node, as a
+            # py_trees leaf's ``terminate`` runs in it: its handlers and ``finally`` blocks run
+            # in py_trees' order of stops, up to what they wait on
             first.cancel(task)
         tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
         if tracked is not None:

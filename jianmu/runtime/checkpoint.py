@@ -84,14 +84,43 @@ def checkpoint_of(runner: Any, status: str) -> dict[str, Any]:
         "state": runner.state.snapshot(),
         **({"state_schema": schema_name(runner.state.schema)}
            if runner.state.schema is not None else {}),
-        "nodes": {key: {"name": node.name, "status": node.status.name}
-                  for key, node in runner._walk(runner.root, "0")},
+        "nodes": {key: _node_entry(node) for key, node in runner._walk(runner.root, "0")},
         "interaction": runner.interaction.snapshot(),
         "user_roles": sorted(runner.ctx.user_roles),
         "saved": time.time(),
         **({"error": error} if error is not None else {}),
         **({"span": runner._span_ids} if runner._span_ids else {}),
     }
+
+
+def _node_entry(node: Any) -> dict[str, Any]:
+    """A node as its checkpoint keeps it: name, status, and the status of its finished work
+    that no tick read yet (`jianmu.runtime.kept`), which the run going on reads instead of
+    doing the work again."""
+    entry = {"name": node.name, "status": node.status.name}
+    if getattr(node, "_task", None) is not None or getattr(node, "_finished", None) is not None:
+        from jianmu.runtime.async_node import coerce_status  # a node with work of its own
+        from jianmu.runtime.kept import unread
+
+        finished = unread(node, coerce_status)
+        if finished is not None:
+            entry["finished"] = finished.name
+    return entry
+
+
+def _keep_finished(runner: Any, nodes: dict[str, Any]) -> None:
+    """Each restored node whose checkpoint says its work finished, unread, keeps that status
+    for the run going on (`jianmu.runtime.kept`): a payment made as the run suspended is
+    read as made, not made again."""
+    finished = {key for key, entry in nodes.items()
+                if isinstance(entry, dict) and "finished" in entry}
+    if not finished:
+        return
+    from jianmu.runtime.kept import restore
+
+    for key, node in runner._walk(runner.root, "0"):
+        if key in finished:
+            restore(node, nodes[key], runner)
 
 
 def schema_name(schema: type) -> str:
@@ -654,6 +683,7 @@ def restored(
         runner._restored_nodes = dict(data.get("nodes", {}))
         runner._went_on_from = links_from(data.get("span"))  # the run that saved it
         runner._setup_once()  # before the end is known: binding may write (a typed answer)
+        _keep_finished(runner, data.get("nodes", {}))
         unmatched(runner._restored_nodes, dict(runner._walk(runner.root, "0")))
         runner._restored_end(data.get("status"), data.get("error"))
     except BaseException:

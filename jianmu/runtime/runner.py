@@ -311,9 +311,7 @@ class ReactiveRunner:
         self._wake_event: WakeEvent | None = None
         self._cancel_requested = False
         self._running = False
-        self.halting = False
-        """True while the runner stops its tree (a timeout, `cancel`, its task cancelled): a
-        node stopped then keeps what the next run goes on from, as one a parent stops may not."""
+        self.halting = False  # stopping its tree (a timeout, cancel()): a node keeps its work
         self._is_set_up = False
         self._keys: dict[int, str] = {}
         self._shape: list[Behaviour] = []  # the nodes bound, as `bound_nodes` lists them
@@ -534,11 +532,10 @@ class ReactiveRunner:
         if self._suspended_at is not None:  # a person's wait does not count against a Timeout
             from jianmu.runtime.settle import postpone_timeouts  # resumed runs only
             postpone_timeouts(self.root, started - self._suspended_at)
-        ticks_before = self.ticks
+        ticks_before, kept, self._kept = self.ticks, self._kept, ()  # unread work: `kept`
         # a timed run's stopped tasks get its deadline and a grace to clean up, no longer
         until = None if timeout is None else started + timeout + self.config.runtime.cleanup_grace
-        # a node added meanwhile, met unbound, is bound by this run (weakly held: a task
-        # started in the run, a shared client's, may keep the context longer than the runner)
+        # a node added meanwhile is bound by this run (held weakly: a task may outlive it)
         binder = BINDER.set(weakref.ref(self))
         try:
             self._setup_once()
@@ -564,6 +561,8 @@ class ReactiveRunner:
                 self._wake_event = None
                 BINDER.reset(binder)
         self._suspended_at = time.monotonic() if outcome.status is RunStatus.SUSPENDED else None
+        for node in kept:  # not read by this run: a later entry of the node is new work
+            node._finished = None
         if outcome.status.finished:  # its tree ended: what it asked waits for nothing now
             for request_id in self.interaction.withdraw():
                 self.ctx.events.emit("interaction.withdrawn", request_id=request_id)
@@ -652,6 +651,7 @@ class ReactiveRunner:
         self._save_to_store(self.run_id, checkpoint_of(self, status))
 
     _deciding = 0
+    _kept: tuple[Any, ...] = ()
 
     @contextmanager
     def deciding(self) -> Iterator[None]:
