@@ -3,7 +3,8 @@
 ``Agent(llm, tools=[...])`` holds what `create_react_node` takes. ``agent.run_sync("...")``
 builds the run a tree author would (`create_react_node` + ``StateManager(AgentState)`` +
 `ReactiveRunner`) and returns an `AgentResult`: the `RunResult` with ``output`` set to the
-answer (the typed one with an ``output_type``, else the text) and the run's ``runner``. It is a
+answer of the agent that answered, after any hand-off (the typed one with an ``output_type``,
+else the text) and the run's ``runner``. It is a
 face over the tree, not another engine: ``agent.as_node()`` is the same tree to place in any
 other, ``agent.as_tool(...)`` the same agent as another agent's tool (`agent_tool`).
 
@@ -567,9 +568,19 @@ class Agent:
 
     def _result(self, runner: ReactiveRunner, result: RunResult) -> AgentResult:
         fields = {name: getattr(result, name) for name in _RUN_FIELDS}
-        if fields["output"] is None and self.output_type is None:
+        if fields["output"] is None and not self._typed_answer(runner):
             fields["output"] = runner.state.get("final_answer")  # the text answer
         return AgentResult(**fields, runner=runner)
+
+    def _typed_answer(self, runner: ReactiveRunner) -> bool:
+        """Whether the agent that answered (after hand-offs, maybe not this one) has an output
+        type: its ``final_output`` is the answer then, None too (an ``Optional`` type's), and
+        its text only the raw form of it."""
+        root = runner.root
+        if not isinstance(root, ReActLoop):
+            return self.output_type is not None
+        node = root.answering_node(runner.state.get("active_agent"))
+        return node.output is not None if node is not None else self.output_type is not None
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} tools={len(self._tools)}>"

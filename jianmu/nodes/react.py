@@ -135,6 +135,16 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
         """What `create_react_node` built it from (model, tools, keywords), to build it
         again (`fresh_handoffs`)."""
 
+    def answering_node(self, active_agent: str | None) -> AgentLLMNode | None:
+        """The model node of the agent that answers: in a team, the one ``active_agent`` (the
+        state's) names, else this loop's own."""
+        team = self.decorated
+        if active_agent is not None and isinstance(team, AgentSwitch):
+            loop = team.loops.get(active_agent)  # the first agent's is no loop of the switch
+            if loop is not None:
+                return loop.llm_node
+        return self.llm_node
+
     def limits(self) -> tuple[int, int | None]:
         """The effective ``max_iterations`` and token budget (smallest of every layer)."""
         merged = self.effective_constraints

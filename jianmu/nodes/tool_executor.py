@@ -502,7 +502,7 @@ class ToolExecutor(AsyncNode):
                 self._record(call, None, ToolResult(
                     tool=shown_name(call.name) if call.name else "<missing name>", ok=False,
                     call_id=call.id, error=unknown_tool_text(
-                        call.name, self.visible_toolset().names(), "available tools"),
+                        call.name, self._offered_names(), "available tools"),
                 ))
         allowed: list[tuple[ToolCall, Tool, Decision]] = []
         for (call, found), decision in zip(known, decisions, strict=True):
@@ -515,6 +515,13 @@ class ToolExecutor(AsyncNode):
             elif self._valid(call, found, decision):
                 allowed.append((call, found, decision))
         return allowed
+
+    def _offered_names(self) -> list[str]:
+        """The names of every tool the model was offered: its node's answer and hand-off tools
+        too, which that node runs itself (a call misnaming one is pointed to it)."""
+        node = self.llm_node
+        offered = node.offered_tools() if node is not None else self.visible_toolset()
+        return offered.names()
 
     def _valid(self, call: ToolCall, tool: Tool, decision: Decision) -> bool:
         """Whether ``call``'s arguments fit ``tool`` (kept for its run); if not, its refusal is

@@ -352,6 +352,31 @@ def test_an_agent_hands_off_to_another_agent() -> None:
     assert billing.llm.requests[0].messages[0].content == "Refunds."  # type: ignore[union-attr]
 
 
+async def test_the_output_is_the_answer_of_the_agent_that_answered() -> None:
+    # a typed caller whose target answers in text: the text, in run() and in stream()
+    def text_billing() -> Agent:
+        return Agent(ScriptedLLM(["Billing here: refunded."]), name="billing")
+
+    def typed_triage(target: Agent) -> Agent:
+        return Agent(ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]]),
+                     tools=[handoff(target)], name="triage", output_type=Forecast)
+
+    result = await typed_triage(text_billing()).run("Refund A1?")
+    assert result.ok and result.output == "Billing here: refunded."
+    events = [e async for e in typed_triage(text_billing()).stream("Refund A1?")]
+    streamed = events[-1].fields["result"]
+    assert streamed.ok and streamed.output == "Billing here: refunded."
+    # a text caller whose target's Optional type gave None: None, not the raw JSON of it
+    says_none = Agent(ScriptedLLM([[{"name": "final_result_NoneType",
+                                     "arguments": {"response": None}}]]),
+                      name="billing", output_type=Forecast | None)
+    triage = Agent(ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]]),
+                   tools=[handoff(says_none)], name="triage")
+    result = await triage.run("Refund A1?")
+    assert result.ok and result.output is None
+    assert result.runner.state.get("final_answer") == '{"response": null}'
+
+
 def lambda_script() -> list[Any]:
     """Replies that depend on the conversation: two runs of one agent at once."""
 

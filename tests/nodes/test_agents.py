@@ -161,8 +161,26 @@ async def test_a_hand_off_the_model_invents_is_an_unknown_tool() -> None:
     state = start_chat()
     assert (await ReactiveRunner(triage, state).run()).ok
     said = state.get("messages")[2].content or ""
-    assert "unknown tool 'transfer_to_sales'" in said
+    # pointed to the hand-off it was offered, though no executor runs that tool
+    assert said == ("Error: unknown tool 'transfer_to_sales'; did you mean "
+                    "'transfer_to_billing'? available tools: transfer_to_billing")
     assert state.get("active_agent") == "billing"  # the next turn's real hand-off went on
+
+
+async def test_an_unknown_tool_is_told_every_tool_the_model_was_offered() -> None:
+    # the answer tool and the hand-offs too, which the model node runs, not the executor
+    triage_llm = ScriptedLLM([calls("final_answer", order="A1", amount=30),
+                              calls("final_result", order="A1", amount=30)])
+    billing = create_react_node(ScriptedLLM(["x"]), [], name="billing")
+    triage = create_react_node(triage_llm, [lookup_order, handoff(billing)], name="triage",
+                               output_type=Refund)
+    state = start_chat()
+    result = await ReactiveRunner(triage, state).run()
+    assert result.ok and result.output == Refund(order="A1", amount=30)
+    offered = [t["function"]["name"] for t in triage_llm.requests[0].tools]
+    assert offered == ["lookup_order", "final_result", "transfer_to_billing"]
+    said = next(m.content for m in state.get("messages") if m.role == "tool")
+    assert said == f"Error: unknown tool 'final_answer'; available tools: {', '.join(offered)}"
 
 
 def test_a_hand_off_to_an_agent_outside_the_team_is_refused() -> None:
