@@ -342,15 +342,7 @@ class Rule:
         to a shell argument as the command line it makes (an ``argv``). ``None`` as
         `value_of`."""
         found = self._raw_value(call, tool)
-        if found is None:
-            return None
-        name, value = found
-        if isinstance(value, str):
-            return ((name, value),)
-        whole = (name, _json(value))
-        if name is None or not isinstance(value, (list, tuple, dict)):
-            return (whole,)
-        return tuple(dict.fromkeys(_leaves(name, value, tool))) or (whole,)
+        return None if found is None else _texts(*found, tool)
 
     def split(
         self, name: str | None, value: str, tool: _Tool = None, root: str | None = None,
@@ -512,16 +504,14 @@ class Rule:
         """The values a restricting rule looks at: every text of the main argument (see
         `values_of`) and its JSON, and every string argument, and each string in every
         argument, when no main argument can be told apart."""
-        found = self.values_of(call, tool)
+        found = self._raw_value(call, tool)
         if found is None:
             return []
-        candidates = dict.fromkeys(found)
-        whole = self.value_of(call, tool)
-        if whole is not None and not _is_shell(whole[0], tool):
-            candidates[whole] = None  # a rule written on a list's JSON text still reads it
-        if whole is not None and whole[0] is None and self.key is None and isinstance(
-            call.arguments, dict
-        ):
+        name, value = found
+        candidates = dict.fromkeys(_texts(name, value, tool))
+        if not isinstance(value, str) and not _is_shell(name, tool):
+            candidates[(name, _json(value))] = None  # a rule on a list's JSON text reads it
+        if name is None and self.key is None and isinstance(call.arguments, dict):
             for key, value in call.arguments.items():
                 if isinstance(value, str):
                     candidates[(key, value)] = None
@@ -700,6 +690,18 @@ def _schema_default(tool: _Tool, key: str) -> Any:
     """The schema's default of the argument ``key`` (any JSON value), or `_NO_DEFAULT`."""
     spec = (_schema_properties(tool) or {}).get(key)
     return spec["default"] if isinstance(spec, dict) and "default" in spec else _NO_DEFAULT
+
+
+def _texts(name: str | None, value: Any, tool: _Tool) -> tuple[tuple[str | None, str], ...]:
+    """`Rule.values_of` of an argument ``name`` (None: the whole arguments) holding
+    ``value``: the string itself; each string of a list or an object (`_leaves`); else its
+    JSON."""
+    if isinstance(value, str):
+        return ((name, value),)
+    whole = (name, _json(value))
+    if name is None or not isinstance(value, (list, tuple, dict)):
+        return (whole,)
+    return tuple(dict.fromkeys(_leaves(name, value, tool))) or (whole,)
 
 
 _LEAVES_KEPT = 1000

@@ -97,8 +97,7 @@ def stop_running_nodes(root: Behaviour) -> list[tuple[Behaviour, Exception]]:
                 try:
                     node.stop(Status.INVALID)
                 except Exception as exc:  # a stop of its own that raised: taken as stopped
-                    if all(node is not other for other, _ in raised):
-                        raised.append((node, exc))
+                    _note(raised, node, exc)
                     node.status = Status.INVALID
             stack.extend(reversed(node.children))
     finally:
@@ -117,8 +116,13 @@ def _kept(node: Behaviour, terminate: Callable[[Behaviour, Status], None],
     try:
         terminate(node, new_status)
     except Exception as exc:
-        if all(node is not other for other, _ in raised):  # raised again by a decorator's stop
-            raised.append((node, exc))
+        _note(raised, node, exc)
+
+
+def _note(raised: list[tuple[Behaviour, Exception]], node: Behaviour, exc: Exception) -> None:
+    """Add ``node``'s error to ``raised``, once (a decorator's stop stops its child again)."""
+    if all(node is not other for other, _ in raised):
+        raised.append((node, exc))
 
 
 def stop_failed(events: EventBus, raised: list[tuple[Behaviour, Exception]]) -> str | None:

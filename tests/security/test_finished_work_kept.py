@@ -70,6 +70,19 @@ def _suspending_tree(other: py_trees.behaviour.Behaviour) -> py_trees.behaviour.
         "both", policy=ParallelPolicy.SuccessOnAll(), children=[AskFirst("ask"), other])
 
 
+def _suspended(runner: ReactiveRunner) -> RunStatus:
+    """Run ``runner`` with its branches gated: the work under way finishes as it suspends."""
+
+    async def start() -> RunStatus:
+        Gate.asked = asyncio.Event()
+        try:
+            return (await runner.run(timeout=60)).status
+        finally:
+            Gate.asked = None
+
+    return asyncio.run(start())
+
+
 def test_a_write_finished_as_the_run_suspended_is_not_made_again_after_a_restore(
     tmp_path: Path,
 ) -> None:
@@ -80,15 +93,7 @@ def test_a_write_finished_as_the_run_suspended_is_not_made_again_after_a_restore
 
     with SQLiteCheckpointer(tmp_path / "cp.db") as store:
         first = ReactiveRunner(tree(), StateManager(AgentState), checkpointer=store)
-
-        async def start() -> RunStatus:
-            Gate.asked = asyncio.Event()
-            try:
-                return (await first.run(timeout=60)).status
-            finally:
-                Gate.asked = None
-
-        assert asyncio.run(start()) is RunStatus.SUSPENDED
+        assert _suspended(first) is RunStatus.SUSPENDED
         assert SHIPPED == ["box"]
         # another process: the tree built anew, the run restored from its checkpoint
         again = ReactiveRunner.restore(tree(), store, first.run_id)
@@ -116,15 +121,7 @@ def test_a_model_turn_finished_as_the_run_suspended_is_not_asked_again(tmp_path:
 
     with SQLiteCheckpointer(tmp_path / "cp.db") as store:
         first = ReactiveRunner(tree(), state(), checkpointer=store)
-
-        async def start() -> RunStatus:
-            Gate.asked = asyncio.Event()
-            try:
-                return (await first.run(timeout=60)).status
-            finally:
-                Gate.asked = None
-
-        assert asyncio.run(start()) is RunStatus.SUSPENDED
+        assert _suspended(first) is RunStatus.SUSPENDED
         again = ReactiveRunner.restore(tree(), store, first.run_id)
         again.approve("deploy")
         result = again.run_sync(timeout=60)
@@ -201,6 +198,7 @@ def test_a_kept_status_serves_the_next_run_only() -> None:
     runner = ReactiveRunner(tree, StateManager(AgentState))
     runners.append(runner)
     assert runner.run_sync(timeout=60).status is RunStatus.CANCELLED  # work done, unread
+    assert tree.children[1]._finished is Status.SUCCESS  # kept for the next run
     gate["open"] = False
     assert runner.run_sync(timeout=60).status is RunStatus.FAILURE  # the door: never reached
     gate["open"] = True
