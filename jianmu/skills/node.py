@@ -589,6 +589,8 @@ class SkillNode(FlattenedAgentNode):
         """The run closes its servers as it ends (their tools withdrawn with them): the node
         stays compiled, so the next run — a conversation's next turn, a run again after a
         timeout or cancel — connects those its active skills name again, on first use."""
+        if not self._mcp_connected:  # registered by each connect of the run: done once
+            return
         self._mcp_connected.clear()
         self._add_mcp_source(list(self.loaded.values()))
 
