@@ -176,7 +176,11 @@ class _Job:
             self.drop()  # its pool closed while it waited for a thread
             return None
         with _CLAIM:
-            if self.dropped:  # the caller stopped waiting before a thread came
+            # the caller stopped waiting before a thread came; or its cancel is on its way
+            # (a stop cancels every call's future at once, and a call it abandoned may hand
+            # its place to this one before this one's caller has run its drop)
+            if self.dropped or self.future.cancelled():
+                self.dropped = True
                 return None
             self.started = True
             if self.starts is not None:

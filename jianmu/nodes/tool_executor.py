@@ -630,7 +630,11 @@ class ToolExecutor(AsyncNode):
             ))
         try:
             for task in tasks:
-                await task  # a call already finished returns at once
+                if not task.done():
+                    # shielded: a stop reaches the batch, which cancels every call at once.
+                    # Awaited bare, it reached the awaited call first, whose thread's place
+                    # then went to a call still waiting for one, before that one's cancel.
+                    await asyncio.shield(task)
         except BaseException:  # the node was halted (or a bug): stop the calls still running
             for task in tasks:
                 task.cancel()

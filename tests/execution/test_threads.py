@@ -8,6 +8,7 @@ import contextvars
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import anyio
@@ -262,6 +263,36 @@ async def test_an_abandoned_call_gives_its_place_to_the_next_one() -> None:
     gate.set()
     assert await _until(lambda: _abandoned() == before)  # its thread ended with its call
     assert await run_in_worker(lambda: "again", executor=pool) == "again"
+    pool.shutdown()
+
+
+async def test_a_waiting_call_cancelled_with_the_running_one_never_takes_its_place() -> None:
+    """A stop cancels every call at once: the started one, abandoned, gives its place to the
+    next waiting call before that call's caller has handled its own cancel; it never starts."""
+    pool, gate, started, ran = WorkerPool(1), threading.Event(), threading.Event(), []
+
+    def hang() -> bool:
+        started.set()
+        return gate.wait(60)
+
+    hung = asyncio.ensure_future(run_in_worker(hang, executor=pool))
+    queued = asyncio.ensure_future(run_in_worker(lambda: ran.append(1), executor=pool))
+    assert await asyncio.to_thread(started.wait, 30)
+    (job,) = pool._waiting
+
+    def decided() -> None:  # between the two callers: until a thread has taken the call up
+        deadline = time.monotonic() + 30
+        while not (job.started or job.dropped) and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    hung.cancel()  # one sweep, the running call first...
+    asyncio.get_running_loop().call_soon(decided)  # (its caller hands the place on first)
+    queued.cancel()  # ...and the waiting one
+    await asyncio.gather(hung, queued, return_exceptions=True)
+    assert job.dropped and not job.started
+    assert await run_in_worker(lambda: "next", executor=pool) == "next"  # a place is free
+    gate.set()
+    assert ran == []
     pool.shutdown()
 
 
