@@ -84,3 +84,36 @@ def test_a_fork_from_the_page_keeps_whole_numbers_exactly(
     root = _exact(driver, f"/api/run/cp/{edited}")["state"]["root"]
     assert root["final_output"] == {"id": BIG} and root["tool_effects"]["typed"] == BIG
     _no_alert(driver)
+
+
+def test_the_fork_box_opens_before_the_runs_view_has_come(
+        driver: Any, studio: tuple[str, Path]) -> None:
+    """Clicked at once (the page's first answer slow to come), Fork still opens its box at the
+    page's newest point: it read that point from the run's view, which was not there yet, and
+    nothing happened (found as a flaky browser test on a busy machine)."""
+    from selenium.webdriver.common.by import By
+
+    url, checkpoints = studio
+    run_id = start_suspended(checkpoints, "prod")
+    driver.get(f"{url}/?token={TOKEN}")
+    # the run's view never comes: its first answer hangs, and its event stream says nothing
+    held = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+        "const fetched = window.fetch;"
+        f"window.fetch = (what, how) => String(what) === '/api/run/cp/{run_id}'"
+        " ? new Promise(() => {}) : fetched(what, how);"
+        "window.EventSource = class { close() {} addEventListener() {} };")})
+    try:
+        driver.get(f"{url}/run/cp/{run_id}")
+        assert _text(driver, "#status") == "suspended"  # as the page itself says
+        last = driver.find_element(By.CSS_SELECTOR, "[data-role=time]").get_attribute("max")
+        driver.find_element(By.CSS_SELECTOR, "[data-role=fork]").click()
+        box = driver.find_element(By.CSS_SELECTOR, "[data-role=fork-state]")
+        _until(driver, lambda d: '"root"' in box.get_attribute("value"), "the state to edit")
+        point = driver.find_element(By.ID, "fork-panel").get_attribute("data-point")
+        assert point == last
+        assert json.loads(box.get_attribute("value")) == _exact(
+            driver, f"/api/run/cp/{run_id}/point/{last}/state")
+        _no_alert(driver)
+    finally:
+        driver.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
+                               {"identifier": held["identifier"]})

@@ -346,8 +346,9 @@ class RunPage {
   // -- fork ----------------------------------------------------------------------------------
   async openFork() {
     const panel = document.getElementById("fork-panel");
-    const points = this.view.points;
-    const n = this.shown === null ? points[points.length - 1].n : this.shown;
+    // clicked before the run's view came (a slow answer): the page's own newest point
+    const n = this.shown !== null ? this.shown
+      : this.view ? this.view.points[this.view.points.length - 1].n : Number(this.slider.max);
     const area = role("fork-state");
     const start = role("fork-start");
     const said = document.getElementById("fork-msg");
