@@ -656,6 +656,9 @@ class _StreamAssembler:
         self.blocks: dict[int, dict[str, Any]] = {}
         self.calls: dict[tuple[int, int], ToolCall] = {}  # by block index, then arrival
         self.thinking: dict[int, dict[str, Any]] = {}  # reasoning blocks by index, in order
+        # their deltas' text (thinking, signature) by block index and field, joined when read:
+        # added to one string delta by delta, a long thought was copied quadratically
+        self.thought_pieces: dict[tuple[int, str], list[str]] = {}
         self.stop_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server says
         self.usage_broken = False  # a count that was not one: unknown for good
@@ -669,6 +672,7 @@ class _StreamAssembler:
     def received(self) -> tuple[Usage | None, int]:
         """The usage sent so far (``message_start``'s prompt count) and the characters of the
         reply received (a stopped call's count, `jianmu.llm.in_flight`)."""
+        self._join_thoughts()
         chars = sum(map(len, self.text)) + sum(
             len(b["name"]) + sum(map(len, b["json"])) for b in self.blocks.values()) + sum(
             len(c.name) + len(c.arguments_json()) for c in self.calls.values()) + sum(
@@ -696,11 +700,12 @@ class _StreamAssembler:
                 self.blocks[event.index] = {"id": block.id, "name": block.name, "json": [],
                                             "input": getattr(block, "input", None)}
                 return ready
-            elif block_type == "thinking":  # its text and signature follow as deltas
-                self.thinking[event.index] = {"type": "thinking", "thinking": "",
-                                              "signature": "", **_reasoning(block)}
-            elif block_type == "redacted_thinking":
-                self.thinking[event.index] = _reasoning(block)
+            if block_type in ("thinking", "redacted_thinking"):  # (again at an index: new)
+                for name in ("thinking", "signature"):
+                    self.thought_pieces.pop((event.index, name), None)
+                self.thinking[event.index] = (  # a thinking block's text and signature follow
+                    {"type": "thinking", "thinking": "", "signature": "", **_reasoning(block)}
+                    if block_type == "thinking" else _reasoning(block))
             elif block_type == "text" and getattr(block, "text", ""):
                 if not isinstance(block.text, str):
                     raise unreadable(self.where, "a text block that is not text", block)
@@ -720,7 +725,7 @@ class _StreamAssembler:
                 piece = getattr(delta, name, None)
                 if not isinstance(piece, str):
                     raise unreadable(self.where, f"a {delta.type} that is not text", delta)
-                self.thinking[event.index][name] += piece
+                self.thought_pieces.setdefault((event.index, name), []).append(piece)
         elif kind == "content_block_stop" and event.index in self.blocks:
             return [self._finished(event.index)]
         elif kind == "message_stop":
@@ -762,8 +767,17 @@ class _StreamAssembler:
         held: list[StreamEvent] = self._said(rest) if rest else []
         return [*held, *(self._finished(index) for index in sorted(self.blocks))]
 
+    def _join_thoughts(self) -> None:
+        """Add the thinking deltas held apart to their blocks."""
+        for (index, name), pieces in self.thought_pieces.items():
+            block = self.thinking[index]
+            if isinstance(block.get(name), str):  # (not a redacted block's: it has no text)
+                block[name] += "".join(pieces)
+        self.thought_pieces.clear()
+
     def response(self) -> LLMResponse:
         text = "".join(self.text)
+        self._join_thoughts()
         reasoning = [_thought(block) for _, block in sorted(self.thinking.items())]
         calls = [call for _, call in sorted(self.calls.items())]  # in the blocks' order
         return LLMResponse(

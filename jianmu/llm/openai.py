@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -653,36 +654,112 @@ def _says_something(delta: Any) -> bool:
         "content", "refusal", "tool_calls", "function_call", *OPENAI_REASONING_FIELDS))
 
 
+_CLOSING = {"{": "}", "[": "]"}
+
+
 def _whole(arguments: str) -> bool:
     """Whether a call's arguments so far are none or a whole JSON value."""
-    if not arguments.strip():
+    stripped = arguments.strip()
+    if not stripped:
         return True
+    if _CLOSING.get(stripped[0], stripped[-1]) != stripped[-1]:  # an object not closed yet
+        return False  # (parsed, all of it was read to say so: once per piece of a long call)
     try:
-        json.loads(arguments)
+        json.loads(stripped)
     except ValueError:
         return False
     return True
 
 
-def _repeated(held: str, piece: str) -> bool:
-    """Whether ``piece`` is whole JSON arguments that come after whole ones (``held``): added to
-    them, they would be no JSON at all. The piece is checked first, and alone: a piece of a
+class _Call:
+    """One streamed tool call as it comes: its id, its name and its arguments' pieces, joined
+    when read (added to one string piece by piece, a long call was copied quadratically)."""
+
+    __slots__ = ("_depth", "_pieces", "_unread", "id", "name")
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self._pieces: list[str] = []
+        self._unread: list[str] = []  # pieces `whole` has not read yet
+        # where `whole`'s reading stands: brackets open; in a string; after a backslash
+        self._depth = [0, False, False]
+
+    @property
+    def arguments(self) -> str:
+        """The arguments so far."""
+        if len(self._pieces) > 1:
+            self._pieces[:] = ["".join(self._pieces)]
+        return self._pieces[0] if self._pieces else ""
+
+    @arguments.setter
+    def arguments(self, value: str) -> None:
+        self._pieces, self._unread, self._depth = [value], [value], [0, False, False]
+
+    def add(self, piece: str) -> None:
+        """Add a piece of the arguments."""
+        self._pieces.append(piece)
+        self._unread.append(piece)
+
+    def blank(self) -> bool:
+        """Whether no arguments came yet but white space (read without joining them)."""
+        return all(piece.isspace() for piece in self._pieces if piece)
+
+    def whole(self) -> bool:
+        """Whether the arguments so far are none or a whole JSON value.
+
+        A server that names the tool in every piece asks this of each: the pieces are read
+        once each, brackets counted outside strings, and the arguments parsed only when an
+        object or array they open has closed (parsed each time, a long call was quadratic).
+        """
+        first = next((p.lstrip() for p in self._pieces if p and not p.isspace()), "")
+        if not first:
+            return True
+        if first[0] not in "{[":
+            return _whole(self.arguments)  # a bare value: rare, parsed
+        depth, quoted, escaped = self._depth
+        for piece in self._unread:
+            start, escaped = (1, False) if escaped and piece else (0, escaped)
+            for mark in _MARKS.finditer(piece, start):
+                char = mark.group()
+                if char[0] == "\\":  # an escape: the character after it is no mark
+                    escaped = len(char) == 1  # ...and that character is in the next piece
+                elif char == '"':
+                    quoted = not quoted
+                elif not quoted:
+                    depth += 1 if char in "{[" else -1
+        self._unread = []
+        self._depth = [depth, quoted, escaped]
+        return depth <= 0 and not quoted and _whole(self.arguments)
+
+    def size(self) -> int:
+        """The characters of its name and arguments so far."""
+        return len(self.name) + sum(map(len, self._pieces))
+
+
+_MARKS = re.compile(r'\\.|\\$|["{}\[\]]', re.DOTALL)
+"""What `_Call.whole` counts: brackets, and quotes and backslashes that say where strings are."""
+
+
+def _repeated(held: _Call, piece: str) -> bool:
+    """Whether ``piece`` is whole JSON arguments that come after whole ones (``held``'s): added
+    to them, they would be no JSON at all. The piece is checked first, and alone: a piece of a
     stream is rarely whole, so the arguments so far are seldom parsed again."""
     stripped = piece.lstrip()
-    return stripped[:1] in ("{", "[") and _whole(piece) and bool(held.strip()) and _whole(held)
+    return stripped[:1] in ("{", "[") and _whole(piece) and not held.blank() and held.whole()
 
 
-def _another(slot: dict[str, str], ident: str | None, name: str | None, arguments: Any) -> bool:
-    """Whether a fragment naming a tool starts another call rather than adding to the one
-    ``slot`` holds: its id differs, the call being whole; or, without ids (servers that send
-    each call whole), it names another tool or brings arguments of its own after whole ones."""
-    if not name or not slot["name"]:
+def _another(slot: _Call, ident: str | None, name: str | None, arguments: Any) -> bool:
+    """Whether a fragment naming a tool starts another call rather than adding to ``slot``:
+    its id differs, the call being whole; or, without ids (servers that send each call whole),
+    it names another tool or brings arguments of its own after whole ones."""
+    if not name or not slot.name:
         return False
-    if ident and slot["id"]:
-        return ident != slot["id"] and _whole(slot["arguments"])
-    return bool(slot["arguments"].strip()) and _whole(slot["arguments"]) and (
-        name != slot["name"] or bool(arguments.strip() if isinstance(arguments, str)
-                                     else arguments))
+    if ident and slot.id:
+        return ident != slot.id and slot.whole()
+    return not slot.blank() and slot.whole() and (
+        name != slot.name or bool(arguments.strip() if isinstance(arguments, str)
+                                  else arguments))
 
 
 def _out_of_quota(body: Any) -> bool:
@@ -727,7 +804,7 @@ class _StreamAssembler:
         self.reasoning_key = ""  # the field the server sends it in (`OPENAI_REASONING_FIELDS`)
         self.details: dict[int, dict[str, Any]] = {}  # OpenRouter's, by their index
         self.thinking: list[str] = []  # reasoning content parts' text (Mistral's)
-        self.calls: dict[tuple[int, int], dict[str, str]] = {}  # by index, then arrival
+        self.calls: dict[tuple[int, int], _Call] = {}  # by index, then arrival
         self._open: dict[int, tuple[int, int]] = {}  # the call each index now adds to
         self.finish_reason: str | None = None
         self.usage: Usage | None = None  # unknown until the server's usage chunk
@@ -801,8 +878,7 @@ class _StreamAssembler:
         """The usage sent so far and the characters of the reply received (a stopped call's
         count, `jianmu.llm.in_flight`)."""
         chars = sum(map(len, self.text)) + sum(map(len, self.reasoning)) + sum(
-            map(len, self.thinking)) + sum(len(c["name"]) + len(c["arguments"])
-                                           for c in self.calls.values())
+            map(len, self.thinking)) + sum(c.size() for c in self.calls.values())
         return self.usage, chars
 
     def _add_reasoning(self, delta: Any) -> None:
@@ -839,7 +915,7 @@ class _StreamAssembler:
                    if v is not None):
             raise unreadable(self.where, "a tool-call fragment of the wrong types", fragment)
         if index is None:  # some servers omit it: a new id starts a new call
-            known = {slot["id"] for slot in self.calls.values()}
+            known = {slot.id for slot in self.calls.values()}
             if (ident and ident not in known) or not self.calls:
                 index = max(self._open, default=-1) + 1
             else:
@@ -851,22 +927,22 @@ class _StreamAssembler:
             # a new call; or one more at an index a whole call holds (servers that number
             # every call 0): joined to it, both calls were lost
             key = self._open[index] = (index, len(self.calls))
-            slot = self.calls[key] = {"id": "", "name": "", "arguments": ""}
+            slot = self.calls[key] = _Call()
         if ident:
-            slot["id"] = ident
+            slot.id = ident
         if function is not None:
             # The name normally arrives whole in the first fragment; some servers repeat it.
-            if name and name != slot["name"]:
-                slot["name"] += name
+            if name and name != slot.name:
+                slot.name += name
             if arguments and not isinstance(arguments, str):
                 # a server that sends the arguments as a JSON object sends them whole
-                slot["arguments"] = json.dumps(arguments)
-            elif arguments and _repeated(slot["arguments"], arguments):
+                slot.arguments = json.dumps(arguments)
+            elif arguments and _repeated(slot, arguments):
                 # whole arguments again (a server that repeats the call at its end, or sent a
                 # ``{}`` first): they replace what came; joined, both were lost
-                slot["arguments"] = arguments
+                slot.arguments = arguments
             elif arguments:
-                slot["arguments"] += arguments
+                slot.add(arguments)
 
     def rest(self) -> list[StreamEvent]:
         """The text still held at the stream's end (half a character: `PairedText`)."""
@@ -878,9 +954,8 @@ class _StreamAssembler:
 
     def _tool_calls(self) -> list[ToolCall]:
         return [
-            ToolCall.from_dict({"id": s["id"], "name": s["name"], "arguments": (
-                # an emoji's JSON escapes split between two fragments: one character again
-                paired(s["arguments"]) if isinstance(s["arguments"], str) else s["arguments"])})
+            # an emoji's JSON escapes split between two fragments: one character again
+            ToolCall.from_dict({"id": s.id, "name": s.name, "arguments": paired(s.arguments)})
             for _, s in sorted(self.calls.items())
         ]
 
@@ -892,7 +967,7 @@ class _StreamAssembler:
         calls = self._tool_calls()
         # Fix the generated ids of id-less calls so the events and the response agree.
         for slot, call in zip((s for _, s in sorted(self.calls.items())), calls, strict=True):
-            slot["id"] = call.id
+            slot.id = call.id
         return [ToolCallReady(call=call, index=i) for i, call in enumerate(calls)]
 
     def response(self, model: str) -> LLMResponse:
