@@ -165,12 +165,16 @@ class ReActLoop(RuntimeNode, py_trees.decorators.Decorator, LeanBehaviour):
     """The state manager whose schema `_check_schema` found to hold AgentState's fields."""
 
     def initialise(self) -> None:
-        """Start a fresh loop: no answer, no rounds."""
+        """Start a fresh loop: no answer, no rounds; unless the loop goes on from a stop that
+        came after one of its nodes had finished its work (its model's answer, its calls),
+        which that node keeps (`jianmu.runtime.kept`): then its answer and rounds stand."""
         fresh: dict[str, Any] = {"final_answer": None, "done": False, "rounds": 0,
                                  "agent_rounds": 0}
         state = self.state
         self._check_schema(state)
         self.error = None
+        if any(getattr(node, "_finished", None) is not None for node in self.iterate()):
+            return  # a fresh loop would ask the model again for the answer it kept
         if state.get("failed_outputs"):  # a typed answer's retries count per run
             fresh["failed_outputs"] = 0
         # only what differs: rewriting a fresh state's own values would only wake the runner

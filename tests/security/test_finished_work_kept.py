@@ -17,6 +17,7 @@ import asyncio
 from pathlib import Path
 
 import py_trees
+import pytest
 from py_trees.common import ParallelPolicy, Status
 
 from jianmu import AgentState, AsyncNode, ReactiveRunner, SQLiteCheckpointer, StateManager, tool
@@ -172,6 +173,48 @@ def test_a_write_that_returned_as_the_run_was_cancelled_is_not_made_again(
             store, other.run_id)
         assert again.run_sync(timeout=60).status is RunStatus.SUCCESS
         assert shipped == ["box"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_agents_answer_that_came_as_the_run_was_cancelled_is_not_asked_again(
+    tmp_path: Path, stream: bool,
+) -> None:
+    """The model's answer came just as a person pressed Cancel: the agent's loop, entered
+    again by the next run, started afresh and asked the model (and paid) again."""
+    asked: list[str] = []
+    runners: list[ReactiveRunner] = []
+
+    class Model(ScriptedLLM):
+        async def send(self, request):  # type: ignore[no-untyped-def]
+            asked.append("asked")
+            said = await super().send(request)
+            runners[0].cancel()  # a person presses Cancel just as the answer comes
+            return said
+
+    def tree() -> py_trees.behaviour.Behaviour:
+        return create_react_node(Model(["the answer", "again"]), [], name="reader",
+                                 stream=stream)
+
+    def state() -> StateManager:
+        return StateManager(AgentState, {"messages": [{"role": "user", "content": "read"}]})
+
+    with SQLiteCheckpointer(tmp_path / "cp.db") as store:
+        runner = ReactiveRunner(tree(), state(), checkpointer=store)
+        runners.append(runner)
+        assert runner.run_sync(timeout=60).status is RunStatus.CANCELLED
+        result = runner.run_sync(timeout=60)
+        assert result.status is RunStatus.SUCCESS, result.error
+        assert asked == ["asked"] and runner.state.get("final_answer") == "the answer"
+        # and restored elsewhere from such a cancelled run's checkpoint, the same
+        asked.clear()
+        runners[0] = other = ReactiveRunner(tree(), state(), checkpointer=store)
+        assert other.run_sync(timeout=60).status is RunStatus.CANCELLED
+        again = ReactiveRunner.restore(tree(), store, other.run_id)
+        result = again.run_sync(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert asked == ["asked"]
+    assert [(m.role, m.content) for m in again.state.get("messages")] == [
+        ("user", "read"), ("assistant", "the answer")]
 
 
 def test_a_kept_status_serves_the_next_run_only() -> None:
