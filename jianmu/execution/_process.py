@@ -21,15 +21,18 @@ supervisor's host side (`jianmu.execution._warm`) and some by `DockerSandbox`:
   caller's own group so the host's accounting still sees it), which bounds what the commands hold
   together. Works with cgroup v1 (one hierarchy per controller) and v2; `cgroup_support` is
   ``None`` wherever the groups are not writable, and the sandbox falls back to rlimits.
-- **The kernel keyring and IPC** (`keyring_filter`, `SeccompFilter`, `unshare_ipc`). The keyring
-  is not namespaced for a root-run sandbox (no user namespace): every process of the commands'
-  uid shares one user keyring, across sandboxes and runs. So ``add_key``, ``request_key`` and
-  ``keyctl`` fail with ``EPERM`` in every command, as Docker's default profile has them, on each
-  system-call ABI the machine runs (x86-64, x32 and i386 on x86-64; arm64 and arm on arm64;
-  riscv64). The filter is a classic BPF program: bubblewrap loads it (``--seccomp FD``), the warm
-  supervisor gets it in its config (and loads it the same way, standard library only), and a
-  cold child without bubblewrap loads it itself (`SeccompFilter`), always after
-  ``no_new_privs``. System V objects and POSIX message queues live in an IPC namespace: a cold
+- **The kernel keyring, namespaces and IPC** (`command_filter`, `SeccompFilter`,
+  `unshare_ipc`). The keyring is not namespaced for a root-run sandbox (no user namespace):
+  every process of the commands' uid shares one user keyring, across sandboxes and runs. So
+  ``add_key``, ``request_key`` and ``keyctl`` fail with ``EPERM`` in every command, as Docker's
+  default profile has them; so do ``unshare``, ``setns`` and a ``clone`` making a namespace (a
+  user namespace of its own gives a command every capability there, and the kernel code they
+  reach), and ``clone3`` does not exist. On each system-call ABI the machine runs (x86-64, x32
+  and i386 on x86-64; arm64 and arm on arm64; riscv64). The filter is a classic BPF program:
+  bubblewrap loads it (``--seccomp FD``, once its own namespaces are made), the warm supervisor
+  gets it in its config (and loads it the same way, standard library only), and a cold child
+  without bubblewrap loads it itself (`SeccompFilter`), always after ``no_new_privs`` and its
+  own IPC namespace. System V objects and POSIX message queues live in an IPC namespace: a cold
   child without bubblewrap, as root, takes one of its own (`unshare_ipc`), so nothing it leaves
   there reaches another command (bubblewrap gives each cold command one already).
 """
@@ -68,9 +71,9 @@ __all__ = (
     "CommandCgroup",
     "SeccompFilter",
     "cgroup_support",
+    "command_filter",
     "grant_tree",
     "hardlinks_protected",
-    "keyring_filter",
     "pid_alive",
     "run_child",
     "sandbox_user",
@@ -635,17 +638,42 @@ def _limited_group(
 
 _LD_ABS_W = 0x20  # BPF_LD | BPF_W | BPF_ABS: load a 32-bit word of struct seccomp_data
 _JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K: jump when the loaded word has any of k's bits
 _RET_K = 0x06  # BPF_RET | BPF_K
 _ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
 _DENY = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO: what Docker's profile answers
-_NR, _ARCH = 0, 4  # offsets in struct seccomp_data
+_ABSENT = 0x00050000 | errno.ENOSYS  # "no such call": libc falls back to another (clone3)
+_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (args[0]'s low word: LE only)
+_NAMESPACES = 0x7E020080  # every CLONE_NEW* flag: NS, TIME, CGROUP, UTS, IPC, USER, PID, NET
 _X32 = 0x40000000  # the x32 ABI's bit in the system-call number
-# (audit arch, [add_key, request_key, keyctl] under that ABI), per machine
-_ABIS: dict[str, list[tuple[int, list[int]]]] = {
-    "x86_64": [(0xC000003E, [248, 249, 250, _X32 | 248, _X32 | 249, _X32 | 250]),
-               (0x40000003, [286, 287, 288])],
-    "aarch64": [(0xC00000B7, [217, 218, 219]), (0x40000028, [309, 310, 311])],
-    "riscv64": [(0xC00000F3, [217, 218, 219])],
+
+
+@dataclass(frozen=True)
+class _Calls:
+    """One system-call ABI's numbers the filter looks at (an audit arch's, all in one block:
+    x86-64's and x32's share theirs, and a block ends with "allow")."""
+
+    arch: int  # its AUDIT_ARCH value
+    refused: tuple[int, ...]  # add_key, request_key, keyctl, unshare, setns: EPERM
+    clone: tuple[int, ...]  # refused with any namespace flag
+    clone3: tuple[int, ...]  # its flags are behind a pointer, out of a filter's reach: ENOSYS
+
+    def with_x32(self) -> _Calls:
+        """These numbers and their x32 spellings (the x86-64 ABI with the x32 bit)."""
+        def both(numbers: tuple[int, ...]) -> tuple[int, ...]:
+            return numbers + tuple(_X32 | n for n in numbers)
+
+        return _Calls(self.arch, both(self.refused), both(self.clone), both(self.clone3))
+
+
+_GENERIC = (217, 218, 219, 97, 268)  # arm64's and riscv64's numbers
+# the ABIs of each machine (``uname -m``): its own, and the 32-bit one it also runs
+_ABIS: dict[str, list[_Calls]] = {
+    "x86_64": [_Calls(0xC000003E, (248, 249, 250, 272, 308), (56,), (435,)).with_x32(),
+               _Calls(0x40000003, (286, 287, 288, 310, 346), (120,), (435,))],
+    "aarch64": [_Calls(0xC00000B7, _GENERIC, (220,), (435,)),
+                _Calls(0x40000028, (309, 310, 311, 337, 375), (120,), (435,))],
+    "riscv64": [_Calls(0xC00000F3, _GENERIC, (220,), (435,))],
 }
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -655,23 +683,40 @@ def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 
 
 @cache
-def keyring_filter(machine: str | None = None) -> bytes | None:
-    """The filter for this machine (``uname -m``), or ``None`` where its numbers are unknown."""
+def command_filter(machine: str | None = None) -> bytes | None:
+    """The seccomp program every sandboxed command runs under, for this machine (``uname
+    -m``), or ``None`` where its numbers are unknown.
+
+    It refuses (``EPERM``, as Docker's default profile does) the kernel keyring (``add_key``,
+    ``request_key``, ``keyctl``: not namespaced, shared by every process of a uid) and new
+    namespaces (``unshare``, ``setns``, and ``clone`` with a ``CLONE_NEW*`` flag): in a user
+    namespace of its own a command holds every capability over it, and with them reaches the
+    kernel's least-trodden code (netfilter tables, mounts), the road of most container escapes.
+    ``clone3`` says it does not exist (its flags cannot be read by a filter), so the C library
+    falls back to ``clone``, which can. On every ABI the machine runs (x86-64, x32 and i386 on
+    x86-64; arm64 and arm on arm64; riscv64).
+    """
     abis = _ABIS.get(machine or platform.machine())
     if abis is None:
         return None
-    size = sum(4 + len(nrs) for _arch, nrs in abis) + 2  # per ABI: ld, jeq, ld, jeqs, ret
-    deny = size - 1
-    ops: list[bytes] = []
-    for arch, nrs in abis:
-        ops.append(_op(_LD_ABS_W, _ARCH))
-        ops.append(_op(_JEQ_K, arch, 0, len(nrs) + 2))  # another ABI: on to the next block
-        ops.append(_op(_LD_ABS_W, _NR))
-        for nr in nrs:
-            ops.append(_op(_JEQ_K, nr, deny - len(ops) - 1, 0))
-        ops.append(_op(_RET_K, _ALLOW))
-    ops += [_op(_RET_K, _ALLOW), _op(_RET_K, _DENY)]
-    assert len(ops) == size
+    body: list[tuple[int, int, int | str, int | str]] = []  # jumps to labels, resolved below
+    for calls in abis:
+        checks = [(nr, "deny") for nr in calls.refused] + [
+            (nr, "clone") for nr in calls.clone] + [(nr, "absent") for nr in calls.clone3]
+        body.append((_LD_ABS_W, _ARCH, 0, 0))
+        # another ABI: on to the next block, past this one's load, checks and allow
+        body.append((_JEQ_K, calls.arch, 0, len(checks) + 2))
+        body.append((_LD_ABS_W, _NR, 0, 0))
+        body += [(_JEQ_K, nr, where, 0) for nr, where in checks]
+        body.append((_RET_K, _ALLOW, 0, 0))
+    end = len(body)  # the shared ends, after every block (a filter jumps forward only)
+    tail = {"clone": end, "allow": end + 2, "deny": end + 3, "absent": end + 4}
+    body += [(_LD_ABS_W, _ARG0, 0, 0), (_JSET_K, _NAMESPACES, "deny", "allow"),
+             (_RET_K, _ALLOW, 0, 0), (_RET_K, _DENY, 0, 0), (_RET_K, _ABSENT, 0, 0)]
+    ops = []
+    for at, (code, k, jt, jf) in enumerate(body):
+        true, false = (tail[j] - at - 1 if isinstance(j, str) else j for j in (jt, jf))
+        ops.append(_op(code, k, true, false))
     return b"".join(ops)
 
 

@@ -7,7 +7,8 @@ Layers, each used where this machine allows it:
   folder as ``HOME`` and ``TMPDIR`` (as root a tmpfs of ``tmpfs_mb``: on the host's disk it
   would have no bound, see `jianmu.execution._scratch`), a minimal environment (no host
   secrets), no new privileges, and a seccomp filter that refuses the kernel keyring
-  (``add_key``, ``keyctl``, ``request_key``: shared by every process of a uid, see
+  (``add_key``, ``keyctl``, ``request_key``: shared by every process of a uid) and new
+  namespaces (``unshare``, ``setns``, a ``clone`` that makes one: see
   `jianmu.execution._process`);
 - a control group per command (root, or a delegated cgroup): ``pids.max``, a memory limit whose
   OOM kills are counted, a CPU quota, and a way to kill every process the command started; all
@@ -71,8 +72,8 @@ from jianmu.execution._process import (
     ChildSpec,
     SeccompFilter,
     cgroup_support,
+    command_filter,
     grant_tree,
-    keyring_filter,
     run_child,
     sandbox_user,
     seccomp_fd,
@@ -235,9 +236,9 @@ class LocalSandbox(BaseSandbox):
         """Why commands start cold here, or ``None`` when a warm supervisor runs them."""
         self._warm: LocalWarm | None = None
         self._nest: CgroupNest | None = None
-        # the keyring filter: bubblewrap or the warm supervisor loads the program, a cold
-        # child without bubblewrap this prepared copy
-        self._seccomp = keyring_filter()
+        # the seccomp filter (keyring, namespaces): bubblewrap or the warm supervisor loads
+        # the program, a cold child without bubblewrap this prepared copy
+        self._seccomp = command_filter()
         self._filter = None if self._seccomp is None or self.uses_bwrap \
             else SeccompFilter(self._seccomp)
         # one command at a time: a running command is never seen by another (its processes,

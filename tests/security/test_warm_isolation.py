@@ -260,6 +260,51 @@ async def test_the_kernel_keyring_is_out_of_reach(opener: Opener, kind: str, war
             assert secret not in seen.stdout and "READ" not in seen.stdout, seen
 
 
+_NAMESPACES = r"""
+import ctypes, errno, os, threading, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE, CLONE3 = {"x86_64": (56, 435), "aarch64": (220, 435)}[os.uname().machine]
+def said(name, got):
+    print(name, "ok" if got >= 0 else errno.errorcode[ctypes.get_errno()])
+said("unshare-user", libc.unshare(0x10000000))  # CLONE_NEWUSER
+said("unshare-net", libc.unshare(0x40000000))
+if os.uname().machine == "x86_64":  # the x32 spelling: refused too, not left to the kernel
+    got = libc.syscall(0x40000000 | 272, 0x10000000)
+    print("unshare-x32", "ok" if got >= 0 else errno.errorcode[ctypes.get_errno()])
+got = libc.syscall(CLONE, 0x10000000 | 17, 0, 0, 0, 0)  # a child in a user namespace
+if got == 0:
+    os._exit(0)
+if got > 0:
+    os.waitpid(got, 0)
+said("clone-user", got)
+said("clone3", libc.syscall(CLONE3, 0, 0))
+said("setns", libc.setns(os.open("/proc/self/ns/user", os.O_RDONLY), 0))
+# what commands do every day still works: threads (clone3 first, then clone), processes
+done = []
+worker = threading.Thread(target=done.append, args=[1])
+worker.start()
+worker.join()
+child = subprocess.run(["echo", "child"], capture_output=True, text=True)
+print("thread", done, child.stdout.strip())
+"""
+
+
+@pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="syscall numbers")
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_command_makes_no_namespace(opener: Opener, kind: str, warm: bool) -> None:
+    """A user namespace of its own gives a command every capability in it, and with them the
+    kernel's least-trodden code (netfilter tables, mounts): the road of most container
+    escapes. Docker's default profile refuses it; so does the local sandbox's filter now."""
+    async with opener(warm=warm) as box:
+        said = await box.exec([box.py, "-c", _NAMESPACES])
+    assert said.exit_code == 0, said
+    lines = [line for line in said.stdout.splitlines() if line != "unshare-x32 EPERM"]
+    assert lines == ["unshare-user EPERM", "unshare-net EPERM", "clone-user EPERM",
+                     "clone3 ENOSYS", "setns EPERM", "thread [1] child"], said
+    assert "unshare-x32" not in said.stdout.replace("unshare-x32 EPERM", ""), said
+
+
 # --- item 4: a command closes the stdin it is fed ------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
