@@ -12,8 +12,8 @@ from typing import Protocol
 from jianmu.guard._variables import runs_later
 
 __all__ = (
-    "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "gives_new_names", "only_info",
-    "runs_code_in_arguments",
+    "DATA_ONLY", "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "gives_new_names",
+    "hidden_urls", "only_info", "runs_code_in_arguments",
 )  # fmt: skip
 
 
@@ -84,6 +84,22 @@ OPAQUE = frozenset(
     }
 )  # fmt: skip
 FIND_ACTIONS = frozenset({"-exec", "-execdir", "-ok", "-okdir", "-delete"})
+# Programs whose arguments and input are only data, never a command they run (their options
+# that do run one are `runs_code_in_arguments`'s): ``echo rm x`` runs no rm. Any other program
+# may run what follows a word of its (``not-14 rm x``, ``choom -n 1 -- rm x``, a build file on
+# its stdin), which a rule that restricts reads as a command (`Rule._restricts_embedded`).
+DATA_ONLY = frozenset(
+    {
+        "echo", "printf", "cat", "tac", "tee", "grep", "egrep", "fgrep", "rg", "ag", "ls",
+        "head", "tail", "wc", "sort", "uniq", "cut", "tr", "diff", "cmp", "comm", "paste",
+        "join", "nl", "od", "xxd", "hexdump", "strings", "base64", "md5sum", "sha1sum",
+        "sha256sum", "sha512sum", "stat", "file", "du", "df", "pwd", "cd", "mkdir", "touch",
+        "cp", "mv", "ln", "chmod", "chown", "date", "basename", "dirname", "realpath",
+        "readlink", "true", "false", "test", "[", "which", "type", "column", "fold", "fmt",
+        "expand", "unexpand", "rev", "jq", "yq", "git", "sed", "awk", "gawk", "mawk", "printenv",
+        "export", "read", "local", "declare", "set", "unset", "shift", "return", "exit",
+    }
+)  # fmt: skip
 
 
 # Programs that give a file or folder another name: a link (``ln -s secrets s``), or a move or
@@ -228,6 +244,30 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
             for t in texts
         )
     return False
+
+
+# URL clients' options that read their URLs (and more options) from a file or stdin
+_URL_FILES = {"curl": ("-K", "--config"), "wget": ("-i", "--input-file", "--config")}
+# curl's globbing: `{a,b}` alternatives and `[1-9]` ranges in a URL (not an IPv6 host's [])
+_URL_LIKE_RE = re.compile(r"^(--url=)?([a-zA-Z][\w+.-]*://|[\w-]+\.[\w{}\[\],.-]+)")  # not data
+_CURL_GLOB_RE = re.compile(r"\{[^}]*\}|(?<!//)\[[^\]]*-[^\]]*\]")
+
+
+def hidden_urls(name: str, args: Sequence[Word]) -> str | None:
+    """Why a URL client's command names URLs its words do not show (curl's ``-K file``, its
+    ``{a,b}`` and ``[1-9]`` globs, wget's ``-i file``), or None."""
+    options = _URL_FILES.get(name)
+    if options is None:
+        return None
+    texts = [w.text for w in args]
+    letters = {o[1] for o in options if len(o) == 2}
+    if any(_names_option(t, options) or (t[:1] == "-" and t[1:2] != "-" and letters & set(t))
+           for t in texts):
+        return f"{name!r} reads its URLs from a file the guard cannot read"
+    if name == "curl" and not any(t in ("-g", "--globoff") for t in texts) and any(
+            _CURL_GLOB_RE.search(t) for t in texts if _URL_LIKE_RE.match(t)):
+        return "'curl' expands a URL's {} and [] into URLs the guard cannot read"
+    return None
 
 
 def _names_option(text: str, options: Iterable[str]) -> bool:

@@ -65,6 +65,7 @@ cannot prove harmless: a command word built from an expansion or substitution (`
 (``sh x.sh``, ``echo rm x | sh``, ``sh <<< ...``), an interpreter (``python``, ``perl``,
 ``node``...), awk's ``system``, sed's ``e``, ``git -c``, ``xargs``, ``parallel``,
 ``find -exec/-execdir/-ok/-delete``, other command runners (``watch``, ``su``, ``ssh``...),
+curl's URL globs and ``-K`` and wget's ``-i`` (URLs the line does not show),
 a link, move or copy of a folder beside another command (``ln -s secrets s; cat s/key``),
 a program run by a path outside the system folders (``./x.sh``), an option of a wrapper the
 guard does not know, or a change to ``PATH``, ``BASH_ENV``... (``read PATH`` too). An opaque
@@ -73,7 +74,10 @@ auto-allows it when any argument rule of the tool looks at it: it is confirmed b
 which is a denial where nobody can answer (a non-interactive run). So a deny rule either
 catches a re-spelling or makes a person look. With no argument rule for the tool (a plain
 ``bash: allow``) the operator allowed every command, nothing needs seeing through, and an
-opaque command is allowed like any other.
+opaque command is allowed like any other. And a program the guard does not know may run what
+follows in its words (``not-14 rm x``, ``npm x -c 'rm x'``, a build file on its stdin), so a
+restricting rule also meets its program wherever it is a word with more after it, but in the
+words of a program whose words are only data (`DATA_ONLY`: ``echo rm x`` runs no rm).
 
 What this does not promise: programs that run code from files by design (``make``, ``npm run``,
 ``pytest``, git hooks) are matched as the command they are, and a command allowed by a rule
@@ -114,6 +118,10 @@ _END_HINTS = ("source", "src", "dest", "dst", "target")
 # holds for a folder above what it names (`grep_search .` reads `secrets/key`).
 _WALKING_TOOLS = frozenset({"list_dir", "glob_search", "grep_search"})
 _GLOB_CHARS = frozenset("*?[")
+# what separates words in a command's text read crudely, for the programs it may run anywhere
+# in it (`Rule._restricts_embedded`): spaces, the shell's operators and quotes, and the commas,
+# equals signs and brackets of other languages (`-wrapper rm,-f,x`, `system("rm x")`)
+_EMBEDDED_SPLIT = re.compile(r"[\s;|&()<>{}\[\]\"'`,=\\$]+")
 
 
 def _json(value: Any) -> str:
@@ -414,11 +422,42 @@ class Rule:
                         return True
         return False
 
+    def _restricts_embedded(self, shell: ShellScan, command: str) -> bool:
+        """``rm *`` against a command that holds ``rm`` as a word with words after it where
+        a program the guard does not know may run them: its arguments (``not-14 rm x``,
+        ``choom -n 1 -- rm x``, ``npm x -c 'rm x'``, ``gcc-12 -wrapper rm,x``) or a
+        here-document it reads (``ninja -f /dev/stdin <<EOF`` ``command = rm x``). A rule
+        that restricts holds there too, failing closed; a program whose words are only data
+        (``echo rm x``, ``git commit -m 'rm x'``, ``cat > f.sh <<EOF``) runs none of them."""
+        from jianmu.guard._programs import DATA_ONLY
+
+        head = (self.pattern or "").partition(" ")[0]
+        if not head or _GLOB_CHARS & set(head) or head not in command:
+            return False  # (a rule on the whole tool, or one whose program is a glob)
+
+        def runs_words(raw: str) -> bool:  # some command of ``raw`` is no data-only program
+            found = [c for c in shell.commands if c.raw and c.raw in raw]
+            return not found or any(
+                posixpath.basename(form[0]) not in DATA_ONLY
+                for c in found for form in c.forms if form)
+
+        texts = [c.raw for c in shell.commands if head in c.raw and runs_words(c.raw)]
+        texts += [body for opener, body in _here_documents(command)
+                  if head in body and runs_words(opener)]
+        for line in (line for text in texts for line in text.splitlines() if head in line):
+            words = [posixpath.basename(w) if "/" in w else w
+                     for w in _EMBEDDED_SPLIT.split(line) if w]
+            if any(self.match_text(" ".join(words[i:]))
+                   for i in range(1, len(words)) if words[i] == head):
+                return True
+        return False
+
     def _restricts(
         self, name: str | None, value: str, tool: _Tool, root: str | None, folder: str | None
     ) -> bool:
         if _is_shell(name, tool):
-            return self._restricts_shell(scan_in(value, folder), root)
+            shell = scan_in(value, folder)
+            return self._restricts_shell(shell, root) or self._restricts_embedded(shell, value)
         parts = self.split(name, value, tool, root)
         if _is_path(name) and value and not _is_url(name, value):
             # a restricting rule may be written with absolute paths: match those forms too
@@ -634,14 +673,22 @@ def located_words(
 
 def url_words(words: tuple[str, ...], dynamic: frozenset[int]) -> list[tuple[str, ...]]:
     """The command's words with each URL as the client sends it (`url_forms`), one tuple per
-    form: ``curl HTTPS://EVIL.COM`` reaches ``https://evil.com/``, for a rule that restricts.
-    A word only the run knows may already be any URL to the rule (`Rule._match_dynamic`)."""
-    found = [
-        (i, [prefix + form for form in url_forms(url)[1:]])
-        for i, word in enumerate(words)
-        if i and i not in dynamic and "://" in word
-        for prefix, url in [_option_split(word)]
-    ]
+    form: ``curl HTTPS://EVIL.COM`` reaches ``https://evil.com/``, for a rule that restricts;
+    an address with no scheme as ``http://`` (``curl 127.0.0.1:80/x``), and an option's URL
+    also as a word of its own (``curl --url=...``). A word only the run knows may already be
+    any URL to the rule (`Rule._match_dynamic`)."""
+    found = []
+    for i, word in enumerate(words):
+        if not i or i in dynamic:
+            continue
+        prefix, url = _option_split(word)
+        if "://" in url:
+            forms = url_forms(url)[1:] if not prefix else url_forms(url)
+        elif _schemeless(url) or (words[0] in _URL_CLIENTS and _SCHEMELESS.match(url)):
+            forms = url_forms("http://" + url)  # as curl and wget take it
+        else:
+            continue
+        found.append((i, [prefix + form for form in forms] + (forms if prefix else [])))
     return _each_form(words, [(i, forms) for i, forms in found if forms])
 
 
@@ -656,6 +703,38 @@ def _each_form(words: tuple[str, ...], found: list[tuple[int, list[str]]]
             moved[i] = forms[min(k, len(forms) - 1)]
         located.append(tuple(moved))
     return located
+
+
+# an address a URL client reads as http:// (curl, wget): a host that is a name with a dot, an
+# IP address in any spelling or ``localhost``, then a port or a path
+_URL_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "aria2c", "lynx", "w3m"})
+_SCHEMELESS = re.compile(
+    r"^(\[[0-9A-Fa-f:.]+\]|localhost|[0-9]+|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(:[0-9]+)?(/\S*)?$")
+_HERE_DOC = re.compile(r"(?<!<)<<(-?)\s*([\"']?)([^\s\"'<>;|&()]+)\2")
+
+
+def _schemeless(word: str) -> bool:
+    """Whether ``word`` is an address with no scheme: a host, then a port or a path."""
+    found = _SCHEMELESS.match(word)
+    return found is not None and bool(found.group(2) or found.group(3))
+
+
+def _here_documents(command: str) -> list[tuple[str, str]]:
+    """Each here-document of ``command`` (read crudely, line by line): the text of the line
+    that opens it, before its ``<<``, and its body."""
+    found: list[tuple[str, str]] = []
+    lines = command.splitlines()
+    at = 0
+    while at < len(lines):
+        line, at = lines[at], at + 1
+        for opened in _HERE_DOC.finditer(line):
+            tabs, end, body = opened.group(1), opened.group(3), []
+            while at < len(lines) and (lines[at].lstrip("\t") if tabs else lines[at]) != end:
+                body.append(lines[at])
+                at += 1
+            at += 1  # past its end
+            found.append((line[:opened.start()], "\n".join(body)))
+    return found
 
 
 def _option_split(word: str) -> tuple[str, str]:

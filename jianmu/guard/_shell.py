@@ -51,6 +51,7 @@ from jianmu.guard._programs import (
     OPAQUE,
     SHELLS,
     gives_new_names,
+    hidden_urls,
     only_info,
     runs_code_in_arguments,
 )
@@ -943,6 +944,10 @@ def _see_through(
             return
         if runs_code_in_arguments(name, words[1:]):
             out.opaque.append(f"{name!r} is told to run code the guard cannot read")
+            return
+        hidden = hidden_urls(name, words[1:])
+        if hidden is not None:
+            out.opaque.append(hidden)
             return
         if name == "find" and any(not w.literal or w.text in FIND_ACTIONS for w in words[1:]):
             out.opaque.append("'find' runs or deletes what it finds")

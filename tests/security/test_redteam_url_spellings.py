@@ -96,3 +96,44 @@ def test_an_allow_rule_still_grants_the_url_as_written(rule: str, command: str) 
 def test_other_hosts_in_a_shell_line_are_not_caught() -> None:
     policy = {"bash": "allow", "bash(*evil.com*)": "deny"}
     assert decide(policy, "curl https://good.com/evil-com HTTPS://EXAMPLE.org") == "allow"
+
+
+LOOPBACK = {"bash": "allow", "bash(curl http://127.0.0.1:8765/*)": "deny",
+            "bash(wget http://127.0.0.1:8765/*)": "deny"}
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["curl -s 127.0.0.1:8765/noscheme",  # no scheme: the clients take it as http://
+     "curl -s 127.0.0.1:8765",
+     "curl --url=127.0.0.1:8765/x",
+     "curl --url=http://127.0.0.1:8765/x",
+     "wget -q -O- 127.0.0.1:8765/wgetnoscheme"],
+)  # fmt: skip
+def test_an_address_without_a_scheme_is_the_url_the_client_fetches(command: str) -> None:
+    assert decide(LOOPBACK, command) == "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["curl -s 'http://127.0.0.{1}:8765/curlglob'",  # curl's own globbing makes the URL
+     "curl -s 'http://127.0.0.[1-1]:8765/curlrange'",
+     "curl -s -K /dev/stdin <<< 'url = \"http://127.0.0.1:8765/config\"'",  # a config file
+     "curl -sK cfg",
+     "wget -i urls.txt"],
+)  # fmt: skip
+async def test_urls_the_client_makes_or_reads_elsewhere_are_not_allowed_unseen(
+    tmp_path: Path, command: str
+) -> None:
+    assert decide(LOOPBACK, command) == "confirm"
+    said = await said_to(tmp_path, LOOPBACK, "bash", {"command": command})
+    assert "denied" in said and "cannot see through" in said, said
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["curl -X POST -d '{\"a\": [1,2]}' -H 'Content-Type: application/json' http://e.com/x",
+     "curl -g 'http://e.com/[a-b]'", "curl https://example.com/a"],
+)  # fmt: skip
+def test_json_data_and_other_urls_are_still_seen_through(command: str) -> None:
+    assert decide(LOOPBACK, command) == "allow"

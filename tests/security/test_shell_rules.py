@@ -118,6 +118,20 @@ RESPELLINGS = [
     "trap 'rm victim' EXIT",
     "watch -n 1 rm victim",
     "unlink victim; rm victim",
+    # programs the guard does not know that run what follows (a red team's), by any name
+    "not-14 rm victim",
+    "docker-init -- rm victim",
+    "choom -n 100 -- rm victim",
+    "fakeroot-sysv rm victim",
+    "dpkg-architecture -c rm victim",
+    "prove --exec rm victim",
+    "gmake --eval='x: ; rm victim' x",
+    "gmake -f - <<< 'x: ; rm victim'",
+    "gcc-12 -wrapper rm,-f,victim,-- -x c -c /dev/null -o /dev/null",
+    "pic -U <<< $'.PS\\nsh X rm victim X\\n.PE'",
+    "npm x -c 'rm victim'",
+    "lli <<'EOF'\n@s = constant [10 x i8] c\"rm victim\\00\"\ncall i32 @system(i8* @s)\nEOF",
+    "ninja -f /dev/stdin <<'EOF'\nrule r\n  command = rm victim\nbuild out: r\nEOF",
 ]
 
 
@@ -185,7 +199,11 @@ async def test_a_readable_respelling_is_denied_outright(tmp_path: Path, command:
 
 
 @pytest.mark.parametrize(
-    "command", ["ls", "echo hi | cat", "ls -la && echo done", "test -f victim && echo yes"]
+    "command", ["ls", "echo hi | cat", "ls -la && echo done", "test -f victim && echo yes",
+                # a program whose words are only data names rm without running it
+                "echo rm victim", "grep -rn 'rm -rf' . || true", "git init -q && git commit "
+                "--allow-empty -qm 'rm victim later' || echo no-git",
+                "cat > clean.sh <<'EOF'\nrm -rf build\nEOF\necho written"]
 )
 async def test_plain_commands_still_run_beside_a_deny_rule(tmp_path: Path, command: str) -> None:
     ws = workspace(tmp_path)
