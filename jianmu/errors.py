@@ -357,6 +357,10 @@ class ToolNotFoundError(ToolError, KeyError):
 class ToolTimeoutError(ToolError, TimeoutError):
     """A tool ran past its timeout and was cancelled."""
 
+    started: bool = True
+    """Whether the call had started; False for one that waited for a worker thread all along
+    (it never ran, and is not counted as an executed call)."""
+
 
 class ToolSuspended(ToolError):
     """A tool call waits for a person: a sub-agent it runs asked for an approval.

@@ -692,11 +692,13 @@ class ToolRunner:
         """The error for a call that ran past ``timeout`` (``here``: the call, followed)."""
         # a sync call that waited for a thread all along (an async one never takes one)
         if here is not None and not here.started and not tool.is_async:
-            return ToolTimeoutError(
+            unstarted = ToolTimeoutError(
                 f"tool {tool.name!r} did not start within {timeout:g}s: all {self.max_workers} "
                 "worker threads this agent may use for synchronous tools were busy with other "
                 "calls, so it never ran; calling it again is safe"
             )
+            unstarted.started = False
+            return unstarted
         sandboxed = tool.sandboxed
         # a thread cannot be killed: say so rather than claim the work stopped
         fate = "was stopped" if sandboxed or tool.is_async else (

@@ -291,6 +291,7 @@ class ToolExecutor(AsyncNode):
     eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
 
     records_own_steps = True
+    unwinds_first = True  # a call begun is recorded before the node starts again
     node_kind = "tool"
 
     def __init__(
@@ -327,6 +328,7 @@ class ToolExecutor(AsyncNode):
         """Whether the runner stopped this batch: a cancel its calls see is not a tool's own."""
         self._raised: dict[str, str] = {}
         """The class of the exception each traced call that failed raised, for its span."""
+        self._unstarted: set[str] = set()  # timed out waiting for a thread: never executed
         self._marked: set[str] = set()
         """Calls this node marked as under way (`jianmu.nodes._under_way`), until recorded."""
         self._bound: dict[str, dict[str, Any]] = {}
@@ -614,9 +616,8 @@ class ToolExecutor(AsyncNode):
         self, batch: list[tuple[ToolCall, Tool, Decision]], runner: ToolRunner
     ) -> None:
         """Run ``batch``'s calls at once, at most ``max_concurrency`` at a time."""
-        # _run_one never raises, so one call's failure cannot cancel its siblings: plain
-        # asyncio tasks awaited in turn do what a TaskGroup would, without its per-task
-        # callback (anyio's task groups cost several times more per task still).
+        # _run_one never raises, so one call's failure cannot cancel its siblings: plain tasks
+        # awaited in turn do what a TaskGroup would, without its per-task callback (or anyio's)
         limiter = (
             anyio.CapacityLimiter(self.config.max_concurrency)
             if len(batch) > self.config.max_concurrency else None
@@ -630,11 +631,8 @@ class ToolExecutor(AsyncNode):
             ))
         try:
             for task in tasks:
-                if not task.done():
-                    # shielded: a stop reaches the batch, which cancels every call at once.
-                    # Awaited bare, it reached the awaited call first, whose thread's place
-                    # then went to a call still waiting for one, before that one's cancel.
-                    await asyncio.shield(task)
+                if not task.done():  # shielded: a stop cancels every call at once (bare, the
+                    await asyncio.shield(task)  # awaited call's thread place went on first)
         except BaseException:  # the node was halted (or a bug): stop the calls still running
             for task in tasks:
                 task.cancel()
@@ -848,6 +846,8 @@ class ToolExecutor(AsyncNode):
                 break
         if error is not None and self.ctx.tracer is not None:  # its span's error.type
             self._raised[call.id] = type(raised).__name__
+        if not getattr(raised, "started", True):
+            self._unstarted.add(call.id)  # a timeout before any thread took it
         return ToolResult.from_raw(
             tool.name, raw, error=error, call_id=call.id, duration_ms=elapsed_ms(start)
         ).truncate(tool.max_result_length)
@@ -928,6 +928,10 @@ class ToolExecutor(AsyncNode):
             if earlier:  # else none are stored (a run without a checkpointer): nothing to clear
                 update["observations"] = {}
         ran = [r for r in records if r.executed]
+        if self._unstarted:  # ended, but never begun (no thread took them): not counted
+            ended, ran = ran, [r for r in ran if r.call.id not in self._unstarted]
+            self._unstarted.difference_update(r.call.id for r in records)
+            self._not_running(ended)
         if not ran:
             state.update(update)
             return
@@ -936,12 +940,7 @@ class ToolExecutor(AsyncNode):
         run_usage = usage_view(self)
         if run_usage.manager is not state.manager or run_usage.namespace != state.namespace:
             run_usage.update({"usage": counted_calls})  # the run's total, at the root
-        running = self.ctx.running_calls
-        names = running.get(self._running)
-        if names is not None:  # counted in the ledger now: no longer as running
-            for r in ran:
-                if r.call.name in names:
-                    names.remove(r.call.name)
+        self._not_running(ran)  # counted in the ledger now
         ledgers = ledger_view(self)
         counted = self._counted(GuardLedger.of(ledgers.get("guard_ledger")), ran)
         if ledgers.manager is state.manager and ledgers.namespace == state.namespace:
@@ -950,6 +949,14 @@ class ToolExecutor(AsyncNode):
         else:
             state.update(update)
             ledgers.update({"guard_ledger": counted})
+
+    def _not_running(self, records: list[_Record]) -> None:
+        """``records``' calls no longer count as running (`RunContext.running_calls`)."""
+        names = self.ctx.running_calls.get(self._running)
+        if names is not None:
+            for r in records:
+                if r.call.name in names:
+                    names.remove(r.call.name)
 
     def _counted(self, ledger: GuardLedger, ran: list[_Record]) -> GuardLedger:
         """``ledger`` plus the calls that ran, each at the time it finished."""

@@ -66,6 +66,7 @@ class ToolNode(AsyncNode):
     eager_start = False  # it waits on a model, a thread or a person (`AsyncNode.eager_start`)
 
     records_own_steps = True
+    unwinds_first = True  # a call begun is recorded before the node starts again
     node_kind = "tool"
 
     def __init__(

@@ -52,4 +52,10 @@ def _add(runner: Any, message: Any, namespace: str | None) -> None:
     if cleared:
         view.replace(cleared)
     runner._finished = None  # a new turn: the next run() answers it
+    # ...and the work a stopped run finished unread is no longer where the run goes on from:
+    # a model's turn kept so would have its calls run after this message (they are closed
+    # as not run, the model asked again, as for a turn no one kept)
+    for node in runner._kept:
+        node._finished = None
+    runner._kept = ()
     runner.ctx.events.emit("run.message", namespace=namespace)

@@ -32,6 +32,7 @@ from py_trees.composites import Composite, Parallel, Selector, Sequence
 from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat, Timeout
 
 from jianmu.constraints import Constraints
+from jianmu.runtime import eager
 from jianmu.runtime.cycles import ROUNDS, AtRest, Round, unstepped
 from jianmu.runtime.eager import NOT_YET, FirstStep, not_a_coroutine, read_outcome, refused
 
@@ -281,7 +282,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
 
     _said: str | None = None  # the feedback the runtime wrote, an error's text (`_volatile`)
     _finished: Status | None = None  # its work's end no tick read, for the next run: `kept`
+    _unwinding: asyncio.Task[Status] | None = None  # its task a stop cancelled, last
 
+    unwinds_first: ClassVar[bool] = False  # no task beside one a stop cancelled (tool calls)
     records_own_steps: ClassVar[bool] = False
     """Whether ``update_async`` records its own steps (model turns, tool calls) in a durable
     run; otherwise the whole ``update_async`` is one step, its state writes recorded with it."""
@@ -292,8 +295,7 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         self._task: asyncio.Task[Status] | None = None
         self._settled: Status | None = None
         self._first: tuple[FirstStep, contextvars.Context] | None = None
-        """The task's first step, to run eagerly by the `update` that follows `initialise` in
-        the same tick (after a subclass's own ``initialise``, whatever its order)."""
+        """The task's first step, run eagerly by the `update` after `initialise`, same tick."""
 
     async def update_async(self) -> Status:
         """The node's work. Subclasses override it; the default succeeds at once."""
@@ -348,10 +350,9 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             task = self._task
         first = self._first
         if first is not None and task is not None:
-            # the task's first step, now, in this tick and as the task (an eager start): work
-            # that ends without waiting reports in the tick that started it, as a py_trees leaf
-            # does, so a priority selector re-entering an async condition does not see it
-            # RUNNING and pre-empt the action after it, and no tick waits for the task
+            # the task's first step now, as the task (an eager start): work that ends without
+            # waiting reports in the tick that started it, as a py_trees leaf does (a priority
+            # selector re-entering an async condition sees no RUNNING), and no tick waits
             self._first = None
             coro, context = first
             ended = coro.step(asyncio.get_running_loop(), task, context)
@@ -403,15 +404,14 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         task.cancel()  # the task's own account (cancelling()), and what it waits on
         if waits is not NOT_YET and isinstance(waits, asyncio.Future):
             # stepped eagerly, the task not yet holding what its coroutine waits on: cancelled
-            # as the task's cancel would (a gather's children), or it went on after the stop;
-            # its outcome read once it ends, as the task would have (asyncio logs it unread)
+            # as the task's cancel would (a gather's children), its outcome read once it ends
             waits.cancel()
             waits.add_done_callback(read_outcome)
         if isinstance(first, FirstStep):
             # the CancelledError reaches the coroutine in the tick that stops the node, as a
-            # py_trees leaf's ``terminate`` runs in it: its handlers and ``finally`` blocks run
-            # in py_trees' order of stops, up to what they wait on
+            # py_trees leaf's ``terminate`` runs in it (its handlers in py_trees' order of stops)
             first.cancel(task)
+        self._unwinding = task  # the node's next task waits for it (`after_unwound`)
         tracked = getattr(getattr(self, "ctx", None), "cancelled_tasks", None)
         if tracked is not None:
             tracked.add(task)
@@ -436,8 +436,10 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
         steps = getattr(ctx, "steps", None)
         work = (self._as_step(steps) if steps is not None and not self.records_own_steps
                 else self.update_async())
-        # the task's own copy of the context also serves its done callback, which would
-        # copy the context again (one more object per task in flight) if given none
+        previous, self._unwinding = self._unwinding, None
+        if self.unwinds_first and previous is not None and not previous.done():
+            work = eager.after_unwound(previous, work)  # type: ignore[arg-type]
+        # the task's own copy of the context also serves its done callback (else copied again)
         context = contextvars.copy_context()
         loop = asyncio.get_running_loop()
         name = f"jianmu:{self.path or self.name}"
@@ -740,11 +742,9 @@ class Ticker:
             self._rest_began = None
         # as tick_once() does, keeping what it visited; statuses read once the tick is done
         visited = list(root.tick())
-        # woken by the tick itself (a node wrote the state; nothing else runs during a tick:
-        # a task's or a thread's wake comes through the loop): the next tick sees the writes,
-        # at once while they change the tree; at rest, it is polled, as py_trees' loop ticks
-        # at its rate (a node that writes at every tick woke the runner at once, for ever: a
-        # full core busy while the tree waited for a task)
+        # woken by the tick itself (a node wrote the state; a task's or a thread's wake comes
+        # through the loop): the next tick sees the writes at once while they change the tree;
+        # at rest, polled at py_trees' rate (a node writing at every tick kept a core busy)
         wrote, asked = woken.is_set(), getattr(woken, "asked", False)
         woken.clear()
         if asked:  # a node asked for the next tick (`wake()` in its tick): at once, as asked

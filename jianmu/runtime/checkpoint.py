@@ -265,10 +265,11 @@ suspended, cancelled or timed-out run can still be resumed)."""
 class SQLiteCheckpointer:
     """A `Checkpointer` on SQLite (stdlib); ``":memory:"`` is the in-process stand-in.
 
-    Every save appends a row, so the history of a run is kept; ``load`` returns the newest.
-    With ``record_ticks`` (the default) it also keeps every tick that changed something
-    (`RunHistory`, in the same file): Jianmu Studio travels back through them, and
-    ``jianmu runs fork`` starts a new run from any of them.
+    ``load`` returns a run's newest checkpoint. With ``record_ticks`` (the default) it keeps
+    every tick that changed something (`RunHistory`, in the same file): Jianmu Studio travels
+    back through them, and ``jianmu runs fork`` starts a new run from any of them; of the
+    checkpoints, the run's first and its newest are kept. Without it, every save appends a
+    row, and the checkpoints are the run's history.
 
     It also leases each run to one owner at a time (`claim`, in the ``jianmu_leases`` table of
     the same file): whoever decides, resumes or continues a run holds it, renewed by each save
@@ -393,6 +394,14 @@ class SQLiteCheckpointer:
                         "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)",
                         (run_id, row[0] + 1, time.time(), checkpoint.get("status"), data),
                     )
+                    if self.record_ticks and row[0] > 1 and self._db.execute(
+                            "SELECT 1 FROM jianmu_points WHERE run_id = ? LIMIT 1",
+                            (run_id,)).fetchone():
+                        # its points hold its history: the checkpoints between its first (its
+                        # start) and this one are read by nothing, and kept, each a whole
+                        # state, they grew the file with the square of the run's length
+                        self._db.execute("DELETE FROM checkpoints WHERE run_id = ? AND seq > 1"
+                                         " AND seq <= ?", (run_id, row[0]))
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot save run {run_id!r}: {exc}") from exc
 

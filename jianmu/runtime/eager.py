@@ -20,6 +20,7 @@ __all__ = (
     "NOT_YET",
     "EagerOutcome",
     "FirstStep",
+    "after_unwound",
     "not_a_coroutine",
     "read_outcome",
     "refused",
@@ -172,6 +173,21 @@ def not_a_coroutine(returned: Any) -> TypeError:
         f"Status`, but it returned {returned!r}, not a coroutine: a plain def runs when called, "
         f"blocking the event loop"
     )
+
+
+async def after_unwound(previous: asyncio.Task[Any], work: Coroutine[Any, Any, T]) -> T:
+    """``work`` once ``previous``, the node's task a stop cancelled, has unwound (its outcome
+    left to whoever reads it): a node entered again while its last task still cleans up (a
+    parallel batch's calls recording themselves, a tool's ``finally``) starts no second task
+    beside it, which ran again the writes the first had begun and not yet recorded."""
+    try:
+        await asyncio.wait([previous])
+    except BaseException:
+        close = getattr(work, "close", None)
+        if close is not None:
+            close()  # never started: no "never awaited" warning
+        raise
+    return await work
 
 
 async def refused(returned: Any) -> Any:

@@ -9,6 +9,7 @@ have been, and ``usage.tool_calls`` counted an execution that did not happen.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -55,3 +56,48 @@ async def test_a_write_call_that_waited_for_a_thread_when_the_run_stopped_runs_l
     assert said[f"p{THREADS}"] == f"paid {THREADS}"
     assert all("may or may not have taken effect" in said[f"p{n}"] for n in range(THREADS))
     assert state.get("usage").tool_calls == THREADS + 1
+
+
+async def test_a_call_that_timed_out_waiting_for_a_thread_is_not_counted_as_executed() -> None:
+    """Told it never ran (no thread took it before its timeout), it is no executed call."""
+    release, lock = threading.Event(), threading.Lock()
+    started: list[str] = []
+
+    @tool(category="write", parallel_safe=True)
+    def slow(key: str) -> str:
+        """Hold a thread until the test ends.
+
+        Args:
+            key: which.
+        """
+        with lock:
+            started.append(key)
+        release.wait(30)
+        return f"slow {key}"
+
+    @tool(category="write", parallel_safe=True, timeout=0.3)
+    def pay(key: str) -> str:
+        """Pay.
+
+        Args:
+            key: which.
+        """
+        started.append(key)
+        return f"paid {key}"
+
+    calls = [{"id": f"s{n}", "name": "slow", "arguments": {"key": f"s{n}"}}
+             for n in range(THREADS)] + [{"id": "p", "name": "pay", "arguments": {"key": "p"}}]
+    state = StateManager(AgentState, {"actions": calls})
+    runner = ReactiveRunner(ToolExecutor(tools=[slow, pay]), state)
+    failed = asyncio.Event()
+    runner.ctx.events.subscribe("tool.call.failed", lambda e: e.fields.get("call_id") == "p"
+                                and failed.set())
+    task = asyncio.ensure_future(runner.run(timeout=60))
+    try:
+        await asyncio.wait_for(failed.wait(), 30)  # the waiting call has timed out
+    finally:
+        release.set()
+    assert (await task).ok
+    said = {m.tool_call_id: m.content for m in state.get("messages") if m.role == "tool"}
+    assert "never ran" in said["p"] and "p" not in started
+    assert state.get("usage").tool_calls == THREADS == len(started)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import py_trees
 import pytest
@@ -215,6 +216,52 @@ def test_an_agents_answer_that_came_as_the_run_was_cancelled_is_not_asked_again(
     assert asked == ["asked"]
     assert [(m.role, m.content) for m in again.state.get("messages")] == [
         ("user", "read"), ("assistant", "the answer")]
+
+
+def test_a_kept_turn_of_calls_is_not_run_after_the_person_sends_a_new_message(
+    tmp_path: Path,
+) -> None:
+    """The model's calls came just as a person pressed Cancel, who then said "don't": the
+    kept turn still ran its payments after that message. The conversation has moved on: its
+    calls are closed as not run, and the model answers the new message."""
+    paid: list[str] = []
+    runners: list[ReactiveRunner] = []
+
+    @tool(category="write")
+    def pay(key: str) -> str:
+        """Pay.
+
+        Args:
+            key: which payment.
+        """
+        paid.append(key)
+        return f"paid {key}"
+
+    def calls(messages: Any) -> Any:
+        runners[0].cancel()  # pressed while the model answers
+        return [{"name": "pay", "arguments": {"key": "k0"}},
+                {"name": "pay", "arguments": {"key": "k1"}}]
+
+    def answer(messages: Any) -> str:
+        return f"answering: {messages[-1].content}"
+
+    with SQLiteCheckpointer(tmp_path / "cp.db") as store:
+        for restored in (False, True):
+            paid.clear()
+            state = StateManager(AgentState, {"messages": [{"role": "user", "content": "pay"}]})
+            runner = ReactiveRunner(create_react_node(ScriptedLLM([calls, answer]), [pay]),
+                                    state, checkpointer=store)
+            runners[:] = [runner]
+            assert runner.run_sync(timeout=60).status is RunStatus.CANCELLED
+            if restored:
+                runner = ReactiveRunner.restore(
+                    create_react_node(ScriptedLLM([answer]), [pay]), store, runner.run_id)
+            runner.send("stop! do not pay anything")
+            result = runner.run_sync(timeout=60)
+            assert result.status is RunStatus.SUCCESS, result.error
+            assert paid == []
+            assert result.output is None and runner.state.get("final_answer") == (
+                "answering: stop! do not pay anything")
 
 
 def test_a_kept_status_serves_the_next_run_only() -> None:
