@@ -67,3 +67,50 @@ def test_the_history_keeps_few_frames_however_many_runs_are_read(tmp_path: Path)
             assert store.history.frame(run_id, 0).number == 0
         assert len(store.history._frames) <= 64
         assert store.history.frame(ids[-1], 0).number == 0
+
+
+@tool
+def look(n: int) -> str:
+    """Look at one thing.
+
+    Args:
+        n: which.
+    """
+    return "seen " + "x" * 200
+
+
+def _long_run(store: SQLiteCheckpointer, rounds: int) -> str:
+    calls = [[{"name": "look", "arguments": {"n": n}}] for n in range(rounds)]
+    result = Agent(ScriptedLLM([*calls, "done"]), tools=[look], checkpointer=store,
+                   max_iterations=rounds + 5).run_sync("look")
+    assert result.ok, result.error
+    return result.run_id
+
+
+def test_a_long_run_keeps_its_first_and_newest_checkpoint_beside_its_points(
+        tmp_path: Path) -> None:
+    """Each call's checkpoint is a whole state: kept all, a run of n calls wrote n states, the
+    file growing with the square of its length. Its points hold its history; of its
+    checkpoints its first (its start) and its newest are kept."""
+    path = tmp_path / "runs.sqlite"
+    with SQLiteCheckpointer(path) as store:
+        run_id = _long_run(store, 30)
+        assert store.load(run_id)["status"] == "success"
+        points = store.history.points(run_id)
+        assert len(points) > 30  # the history is whole
+        assert store.history.frame(run_id, points[-1].number).state["root"]["final_answer"] == (
+            "done")
+    with sqlite3.connect(path) as db:
+        seqs = [r[0] for r in db.execute(
+            "SELECT seq FROM checkpoints WHERE run_id = ? ORDER BY seq", (run_id,))]
+    assert seqs[0] == 1 and len(seqs) == 2 and seqs[-1] > 30
+
+
+def test_without_recorded_ticks_every_checkpoint_is_the_history(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    with SQLiteCheckpointer(path, record_ticks=False) as store:
+        run_id = _long_run(store, 5)
+    with sqlite3.connect(path) as db:
+        (count,) = db.execute("SELECT COUNT(*) FROM checkpoints WHERE run_id = ?",
+                              (run_id,)).fetchone()
+    assert count > 5
