@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -160,9 +161,16 @@ def test_a_hold_lost_with_its_postgresql_session_is_taken_again(postgres_url: st
     dsn = libpq_url(postgres_url)
 
     def end_sessions() -> None:
+        """End the lock sessions, and wait until they are gone: a terminated backend ends
+        (and lets its advisory locks go) a moment after it is told to."""
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
                          "application_name = 'jianmu worker lock'")
+            deadline = time.monotonic() + 60
+            while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name"
+                               " = 'jianmu worker lock'").fetchone() != (0,):
+                assert time.monotonic() < deadline, "the sessions did not end"
+                time.sleep(0.01)
 
     held = hold_worker_id(postgres_url, "app", "A")
     assert held is not None
