@@ -13,7 +13,7 @@ from jianmu.guard._variables import runs_later
 
 __all__ = (
     "DATA_ONLY", "FIND_ACTIONS", "INTERPRETER_RE", "OPAQUE", "SHELLS", "gives_new_names",
-    "hidden_urls", "only_info", "runs_code_in_arguments",
+    "hidden_urls", "only_info", "runs_a_shell", "runs_code_in_arguments",
 )  # fmt: skip
 
 
@@ -98,6 +98,7 @@ DATA_ONLY = frozenset(
         "readlink", "true", "false", "test", "[", "which", "type", "column", "fold", "fmt",
         "expand", "unexpand", "rev", "jq", "yq", "git", "sed", "awk", "gawk", "mawk", "printenv",
         "export", "read", "local", "declare", "set", "unset", "shift", "return", "exit",
+        "find",  # (its -exec commands are read as commands of their own)
     }
 )  # fmt: skip
 
@@ -141,10 +142,68 @@ def only_info(args: Sequence[Word]) -> bool:
 
 # awk's system() and pipes to commands, sed's `e` command and flag, git's -c alias.x='!cmd'
 _AWK_RE = re.compile(r"system|\||getline")
-# sed's `e`: a command after an optional address (`1e cmd`, `/x/e cmd`, `$!e`) or an s flag
-_SED_RE = re.compile(
-    r"(^|[;{}\n])\s*([0-9$,~+!\s]|/[^/]*/)*e(\s|$|;)|/[a-zA-Z0-9]*e[a-zA-Z0-9]*\s*($|[;}\n])"
-)
+_SED_ADDRESS = re.compile(
+    r"(\d+(~\d+)?|\$|/(\[[^]\n]*\]|[^/\\\n]|\\.)*/|\\(?P<d>[^\n\\])((?!(?P=d))[^\\\n]|\\.)*(?P=d))"
+    r"[IM]*")
+_SED_SIMPLE = frozenset("=dDgGhHnNpPxzF{}")  # commands of one letter and no argument
+_SED_TO_LINE_END = frozenset("aicrRwW#:")  # commands whose argument runs to the line's end
+
+
+def _sed_runs(script: str) -> bool:
+    """Whether a sed script runs a shell command: GNU sed's ``e`` command, or an ``s``
+    command's ``e`` flag, after any address (``1e``, ``\\,x,e``, ``/x/Ie``) or delimiter
+    (``s|a|b|e``). A script that does not read as sed's counts as one that runs."""
+    at, end = 0, len(script)
+    while True:
+        while at < end and script[at] in " \t\n;{":
+            at += 1
+        if at >= end:
+            return False
+        for _ in range(2):  # an address, a range's second one (`,addr`, `,+N`, `,~N`)
+            found = _SED_ADDRESS.match(script, at)
+            if found:
+                at = found.end()
+            if at < end and script[at] == ",":
+                at += 1
+                if at < end and script[at] in "+~":
+                    at += 1
+                continue
+            break
+        while at < end and script[at] in " \t!":
+            at += 1
+        if at >= end:
+            return False
+        command, at = script[at], at + 1
+        if command == "e":
+            return True
+        if command in "sy":
+            if at >= end or script[at] in "\\\n":
+                return True
+            delimiter, parts, at = script[at], 0, at + 1
+            while at < end and parts < 2:
+                if script[at] == "\\":
+                    at += 2
+                    continue
+                parts += script[at] == delimiter
+                at += 1
+            if parts < 2:
+                return True  # not closed: not sed as the guard knows it
+            flags = re.match(r"[gpiImM0-9e]*", script[at:]).group()  # type: ignore[union-attr]
+            if command == "s" and "e" in flags:
+                return True
+            at += len(flags)
+            if at < end and script[at] == "w":  # a file to write: the rest of the line
+                command = "w"
+        if command in _SED_TO_LINE_END:
+            while at < end and script[at] != "\n":
+                at += 2 if script[at] == "\\" else 1  # (`a\` text goes on past a `\` end)
+        elif command in "btTqQlL":  # a label or a number, to `;` or the line's end
+            while at < end and script[at] not in ";\n}":
+                at += 1
+        elif command not in _SED_SIMPLE and command not in "sy":
+            return True  # a command the guard does not know
+
+
 # options that make an everyday program run a command given as their value
 _CODE_OPTIONS: dict[str, tuple[str, ...]] = {
     "tar": ("--checkpoint-action", "--to-command", "-I", "--use-compress-program",
@@ -192,7 +251,7 @@ _GIT_CODE_KEYS = re.compile(
     r"sequence\.editor|credential\.|diff\.|difftool\.|merge\.|mergetool\.|filter\.|"
     r"pager\.|gpg\.|uploadpack\.|receive\.|remote\.|protocol\.|include|url\.|http\.|"
     r"web\.|browser\.|man\.|instaweb\.|sendemail\.|interactive\.|log\.|status\.|"
-    r"submodule\.|fetch\.|push\.|gc\.|transfer\.|ssh\.)",
+    r"submodule\.|fetch\.|push\.|gc\.|transfer\.|ssh\.|trailer\.)",
     re.IGNORECASE,
 )
 
@@ -207,20 +266,18 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
             or any(_AWK_RE.search(t) for t in texts)
         )
     if re.fullmatch(r"g?sed", name):
-        return _reads_program(texts, "f", ("--file",)) or any(
-            not w.literal or any(_SED_RE.search(t) for t in _option_values(w.text))
-            for w in args
-        )
+        return _reads_program(texts, "f", ("--file", "--fil", "--fi")) or any(
+            not w.literal or _sed_runs(w.text) for w in _sed_scripts(args))
     if name == "git":
         return any(
-            t in ("-c", "--config-env", "--exec-path")
-            or t.startswith(("--config-env=", "--exec-path="))
+            t in ("-c", "--config", "--config-env", "--exec-path")  # (`clone --config`)
+            or t.startswith(("--config=", "--config-env=", "--exec-path="))
             or _names_option(t, _GIT_RUNS)
             or t in _GIT_RUNNERS
             or "ext::" in t  # the `ext` transport runs its URL as a command
             for t in texts
-        ) or any(
-            sub in texts and any(t.startswith(flag) for t in texts)
+        ) or any(  # `-x cmd`, `-xcmd`, and in a group of letters: `-qx cmd`, `-iOrm`
+            sub in texts and any(t[:1] == "-" and t[1:2] != "-" and flag[1] in t for t in texts)
             for sub, flag in _GIT_SHORT_RUNS.items()
         ) or ("config" in texts and _git_config_runs_code(args))
     if name == "make" and (
@@ -247,7 +304,13 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
 
 
 # URL clients' options that read their URLs (and more options) from a file or stdin
-_URL_FILES = {"curl": ("-K", "--config"), "wget": ("-i", "--input-file", "--config")}
+_URL_FILES = {
+    # ...or send them elsewhere than their host: another address, a proxy, a socket
+    "curl": ("-K", "--config", "--connect-to", "--resolve", "-x", "--proxy", "--preproxy",
+             "--socks4", "--socks4a", "--socks5", "--socks5-hostname", "--unix-socket",
+             "--abstract-unix-socket"),
+    "wget": ("-i", "--input-file", "--config", "-e", "--execute"),
+}  # fmt: skip
 # curl's globbing: `{a,b}` alternatives and `[1-9]` ranges in a URL (not an IPv6 host's [])
 _URL_LIKE_RE = re.compile(r"^(--url=)?([a-zA-Z][\w+.-]*://|[\w-]+\.[\w{}\[\],.-]+)")  # not data
 _CURL_GLOB_RE = re.compile(r"\{[^}]*\}|(?<!//)\[[^\]]*-[^\]]*\]")
@@ -263,10 +326,24 @@ def hidden_urls(name: str, args: Sequence[Word]) -> str | None:
     letters = {o[1] for o in options if len(o) == 2}
     if any(_names_option(t, options) or (t[:1] == "-" and t[1:2] != "-" and letters & set(t))
            for t in texts):
-        return f"{name!r} reads its URLs from a file the guard cannot read"
+        return f"{name!r} reads its URLs from a file, or connects elsewhere than they say"
     if name == "curl" and not any(t in ("-g", "--globoff") for t in texts) and any(
             _CURL_GLOB_RE.search(t) for t in texts if _URL_LIKE_RE.match(t)):
         return "'curl' expands a URL's {} and [] into URLs the guard cannot read"
+    return None
+
+
+def runs_a_shell(name: str, args: Sequence[Word]) -> str | None:
+    """Why a program the guard does not know, named with a shell or an interpreter among its
+    words, may run code it cannot read (``choom -n 0 -- sh x.sh``, ``echo cmd | runner sh``),
+    or None: such a word is the program it starts, most likely. Not for a program whose words
+    are only data (``echo bash``)."""
+    if name in DATA_ONLY:
+        return None
+    for word in args:
+        base = word.text.rsplit("/", 1)[-1]
+        if word.literal and (base in SHELLS or INTERPRETER_RE.match(base)):
+            return f"{name!r} may start {base!r}, which runs code the guard cannot read"
     return None
 
 
@@ -290,12 +367,38 @@ def _reads_program(texts: list[str], letters: str, long: tuple[str, ...]) -> boo
     )
 
 
-def _option_values(text: str) -> tuple[str, ...]:
-    """A word, and the script it may carry as an option's value (``--expression=S``, ``-eS``,
-    ``-neS``)."""
-    if text.startswith("--"):
-        return (text, text.partition("=")[2])
-    return (text, text[1:].partition("e")[2]) if text.startswith("-") else (text,)
+class _Text:
+    """A script carried by an option's word (``-eS``, ``--expression=S``), as a `Word`."""
+
+    def __init__(self, text: str, literal: bool) -> None:
+        self.text, self.literal = text, literal
+
+
+def _sed_scripts(args: Sequence[Word]) -> list[Word]:
+    """A sed command line's scripts: each ``-e``/``--expression`` value, else its first
+    operand (the rest are the files it reads)."""
+    scripts: list[Word] = []
+    operands: list[Word] = []
+    words = list(args)
+    while words:
+        word = words.pop(0)
+        text = word.text
+        name, equals, value = text.partition("=")
+        if text == "--":
+            operands += words
+            break
+        if text.startswith("--") and len(name) > 4 and "--expression".startswith(name):
+            scripts += [_Text(value, word.literal)] if equals else words[:1]
+            words = words[0 if equals else 1:]
+        elif text in ("-l", "--line-length"):
+            words = words[1:]
+        elif text[:1] == "-" and text[1:2] != "-" and "e" in text[1:]:  # -e S, -neS, -eS
+            after = text[1:].partition("e")[2]
+            scripts += [_Text(after, word.literal)] if after else words[:1]
+            words = words[0 if after else 1:]
+        elif text[:1] != "-" or text == "-":
+            operands.append(word)
+    return scripts or operands[:1]
 
 
 def _make_reads_input(args: Sequence[Word]) -> bool:

@@ -121,7 +121,10 @@ _GLOB_CHARS = frozenset("*?[")
 # what separates words in a command's text read crudely, for the programs it may run anywhere
 # in it (`Rule._restricts_embedded`): spaces, the shell's operators and quotes, and the commas,
 # equals signs and brackets of other languages (`-wrapper rm,-f,x`, `system("rm x")`)
-_EMBEDDED_SPLIT = re.compile(r"[\s;|&()<>{}\[\]\"'`,=\\$]+")
+_EMBEDDED_SPLIT = re.compile(r"(?:\\\n|[\s;|&()<>{}\[\],=$`])+")  # (a `\` line end joins)
+_UNQUOTE = re.compile(r"[\"'\\]")  # `r''m`, `"r"m`, `r\m` are `rm`
+_QUOTED_SPLIT = re.compile(r"(?:\\\n|[\s;|&()<>{}\[\],=$`\"'\\])+")
+_REDIRECT = re.compile(r"^\s*[0-9&]*[<>]")
 
 
 def _json(value: Any) -> str:
@@ -423,33 +426,41 @@ class Rule:
         return False
 
     def _restricts_embedded(self, shell: ShellScan, command: str) -> bool:
-        """``rm *`` against a command that holds ``rm`` as a word with words after it where
-        a program the guard does not know may run them: its arguments (``not-14 rm x``,
-        ``choom -n 1 -- rm x``, ``npm x -c 'rm x'``, ``gcc-12 -wrapper rm,x``) or a
-        here-document it reads (``ninja -f /dev/stdin <<EOF`` ``command = rm x``). A rule
-        that restricts holds there too, failing closed; a program whose words are only data
+        """``rm *`` against a command that holds ``rm`` as a word where a program the guard
+        does not know may run what follows: its arguments (``not-14 rm x``, ``choom -n 1 --
+        rm x``, ``npm x -c 'rm x'``, ``gcc-12 -wrapper rm,x``) or a here-document it reads
+        (``ninja -f /dev/stdin <<EOF`` ``command = rm x``). A rule that restricts holds there
+        too, failing closed, read as the command's own words are (quotes and escapes gone,
+        later words, URLs as the client sends them); a program whose words are only data
         (``echo rm x``, ``git commit -m 'rm x'``, ``cat > f.sh <<EOF``) runs none of them."""
         from jianmu.guard._programs import DATA_ONLY
 
         head = (self.pattern or "").partition(" ")[0]
-        if not head or _GLOB_CHARS & set(head) or head not in command:
+        if not head or _GLOB_CHARS & set(head):
             return False  # (a rule on the whole tool, or one whose program is a glob)
 
         def runs_words(raw: str) -> bool:  # some command of ``raw`` is no data-only program
-            found = [c for c in shell.commands if c.raw and c.raw in raw]
-            return not found or any(
-                posixpath.basename(form[0]) not in DATA_ONLY
-                for c in found for form in c.forms if form)
+            found = [c for c in shell.commands if c.raw and c.raw in raw
+                     and not _REDIRECT.match(c.raw)]  # (`> f`: where output goes, no program)
+            return not found or any(  # (the program a wrapper runs: `sudo tee f`)
+                posixpath.basename(c.forms[-1][0]) not in DATA_ONLY
+                for c in found if c.forms and c.forms[-1])
 
-        texts = [c.raw for c in shell.commands if head in c.raw and runs_words(c.raw)]
-        texts += [body for opener, body in _here_documents(command)
-                  if head in body and runs_words(opener)]
-        for line in (line for text in texts for line in text.splitlines() if head in line):
-            words = [posixpath.basename(w) if "/" in w else w
-                     for w in _EMBEDDED_SPLIT.split(line) if w]
-            if any(self.match_text(" ".join(words[i:]))
-                   for i in range(1, len(words)) if words[i] == head):
-                return True
+        texts = [c.raw for c in shell.commands if runs_words(c.raw)]
+        texts += [body for opener, body in _here_documents(command) if runs_words(opener)]
+        # each text read twice: quotes joined away (`r''m` is `rm`), and as separators
+        # (`c"rm x"` is `c rm x`, a string of another language)
+        readings = [(_UNQUOTE.sub("", piece) for piece in _EMBEDDED_SPLIT.split(text))
+                    for text in texts] + [_QUOTED_SPLIT.split(text) for text in texts]
+        for reading in readings:
+            words = tuple(w for w in reading if w)
+            for i, word in enumerate(words):
+                if word != head and posixpath.basename(word) != head:  # (`/bin/rm`)
+                    continue
+                rest = (head, *words[i + 1:])
+                if any(self.match_text(" ".join(form)) or self._match_later_words(list(form))
+                       for form in (rest, *url_words(rest, frozenset()))):
+                    return True
         return False
 
     def _restricts(
@@ -720,10 +731,10 @@ def _schemeless(word: str) -> bool:
 
 
 def _here_documents(command: str) -> list[tuple[str, str]]:
-    """Each here-document of ``command`` (read crudely, line by line): the text of the line
-    that opens it, before its ``<<``, and its body."""
+    """Each here-document of ``command`` (read crudely, line by line as bash reads it, at
+    ``\\n`` only): the line that opens it (its pipes too), and its body."""
     found: list[tuple[str, str]] = []
-    lines = command.splitlines()
+    lines = command.split("\n")
     at = 0
     while at < len(lines):
         line, at = lines[at], at + 1
@@ -733,7 +744,7 @@ def _here_documents(command: str) -> list[tuple[str, str]]:
                 body.append(lines[at])
                 at += 1
             at += 1  # past its end
-            found.append((line[:opened.start()], "\n".join(body)))
+            found.append((line, "\n".join(body)))
     return found
 
 

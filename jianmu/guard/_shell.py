@@ -53,6 +53,7 @@ from jianmu.guard._programs import (
     gives_new_names,
     hidden_urls,
     only_info,
+    runs_a_shell,
     runs_code_in_arguments,
 )
 from jianmu.guard._tree import Place, last_named, nests_deeper, place
@@ -956,6 +957,9 @@ def _see_through(
             out.opaque.append("'xargs' runs a command built from its input")
         options = WRAPPERS.get(name)
         if options is None:
+            runs = runs_a_shell(name, words[1:])
+            if runs is not None:
+                out.opaque.append(runs)
             return
         rest = unwrap(name, options, words[1:], depth, out)
         if rest is None:

@@ -120,14 +120,20 @@ def test_an_address_without_a_scheme_is_the_url_the_client_fetches(command: str)
      "curl -s 'http://127.0.0.[1-1]:8765/curlrange'",
      "curl -s -K /dev/stdin <<< 'url = \"http://127.0.0.1:8765/config\"'",  # a config file
      "curl -sK cfg",
-     "wget -i urls.txt"],
+     "wget -i urls.txt",
+     # the URL's host is not where it connects
+     "curl -s --connect-to ::127.0.0.1:8765 http://x.invalid:80/u23",
+     "curl -s --resolve x.invalid:8765:127.0.0.1 http://x.invalid:8765/u24",
+     # a runner the guard does not know, before the client
+     "choom -n 0 -- curl -s http://127.0.0.1:8765/u4",
+     "npm x -c 'curl -s 127.0.0.1:8765/u6'"],
 )  # fmt: skip
 async def test_urls_the_client_makes_or_reads_elsewhere_are_not_allowed_unseen(
     tmp_path: Path, command: str
 ) -> None:
-    assert decide(LOOPBACK, command) == "confirm"
+    assert decide(LOOPBACK, command) in ("deny", "confirm")  # (denied where a URL shows)
     said = await said_to(tmp_path, LOOPBACK, "bash", {"command": command})
-    assert "denied" in said and "cannot see through" in said, said
+    assert "denied" in said, said
 
 
 @pytest.mark.parametrize(

@@ -132,6 +132,24 @@ RESPELLINGS = [
     "npm x -c 'rm victim'",
     "lli <<'EOF'\n@s = constant [10 x i8] c\"rm victim\\00\"\ncall i32 @system(i8* @s)\nEOF",
     "ninja -f /dev/stdin <<'EOF'\nrule r\n  command = rm victim\nbuild out: r\nEOF",
+    # ...and a second red team's, past the first fix
+    "choom -n 0 -- r''m victim",
+    "npm x -c 'r\\m victim'",
+    "choom -n 0 -- rm \\\nvictim",
+    "choom -n 0 -- sh <<'EOF'\nrm victim\nEOF",
+    "cat <<'EOF' | choom -n 0 -- sh\nrm victim\nEOF",
+    "choom -n 0 -- sh <<'EOF'\nx\x0bEOF\nrm victim\nEOF",
+    "echo 'rm victim' | choom -n 0 -- sh",
+    "sed -n '\\,k,e rm victim' victim",
+    "sed -n '/keep/Ie rm victim' victim",
+    "sed 's|.*|rm victim|e' victim",
+    "sed 's/.*/rm victim/e #' victim",
+    "sed 's/.*/rm victim/ew /dev/null' victim",
+    "echo '1e rm victim' > s.sed; sed -n --fil s.sed victim",
+    "git grep --no-index -iOrm keep",
+    "git init -q src && git clone -qu'rm victim;:' file://$PWD/src dst",
+    "git init -q; git config trailer.x.command 'rm victim'; git interpret-trailers --trailer x=1",
+    "git init -q src && git clone -q --config='alias.z=!rm ../victim' src dst && git -C dst z",
 ]
 
 
@@ -203,7 +221,9 @@ async def test_a_readable_respelling_is_denied_outright(tmp_path: Path, command:
                 # a program whose words are only data names rm without running it
                 "echo rm victim", "grep -rn 'rm -rf' . || true", "git init -q && git commit "
                 "--allow-empty -qm 'rm victim later' || echo no-git",
-                "cat > clean.sh <<'EOF'\nrm -rf build\nEOF\necho written"]
+                "cat > clean.sh <<'EOF'\nrm -rf build\nEOF\necho written",
+                "tee clean.sh <<'EOF'\nrm -rf build\nEOF", "sed -n 1p victim",
+                "find . -name rm -type f"]
 )
 async def test_plain_commands_still_run_beside_a_deny_rule(tmp_path: Path, command: str) -> None:
     ws = workspace(tmp_path)
