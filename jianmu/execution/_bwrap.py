@@ -176,7 +176,9 @@ def _minimal_root_cached(search_path: str) -> tuple[str, ...]:
         path = f"/etc/{name}"
         if os.path.exists(path):
             args += [*_parents(path, made), "--ro-bind", path, path]
-    args += ["--dev", "/dev", "--proc", "/proc"]
+    # a private /dev/shm the command's user may write (POSIX semaphores and shared memory:
+    # Python's multiprocessing locks and queues), in RAM its memory limit counts
+    args += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--proc", "/proc"]
     for path in python_paths(search_path):
         args += [*_parents(path, made), "--ro-bind", path, path]
     return tuple(args)

@@ -22,7 +22,8 @@ Layers, each used where this machine allows it:
 - bubblewrap: a minimal read-only root (``/usr``, ``/bin``, ``/lib*``, ``/sbin``, a few
   ``/etc`` files programs need, this Python's install), the workspace bound writable at its
   own path (but its ``read_only_paths``, ``.git`` among them, read-only: see
-  `jianmu.execution._protect`), private ``/tmp``, ``/proc`` and ``/dev``, new pid/ipc/uts
+  `jianmu.execution._protect`), private ``/tmp``, ``/proc`` and ``/dev`` (its ``/dev/shm`` a
+  tmpfs the commands may write: multiprocessing's semaphores), new pid/ipc/uts
   (and, unless root, user) namespaces, no capabilities, and no network unless
   ``network=True``: a network namespace of its own, so neither TCP, abstract Unix sockets nor
   socket files under ``/run`` (never mounted) reach the host. Folders asked for with
