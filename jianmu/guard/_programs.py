@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from jianmu.guard._variables import runs_later
 
@@ -266,7 +266,7 @@ def runs_code_in_arguments(name: str, args: Sequence[Word]) -> bool:
             or any(_AWK_RE.search(t) for t in texts)
         )
     if re.fullmatch(r"g?sed", name):
-        return _reads_program(texts, "f", ("--file", "--fil", "--fi")) or any(
+        return _reads_program(texts, "f", ("--file",)) or any(
             not w.literal or _sed_runs(w.text) for w in _sed_scripts(args))
     if name == "git":
         return any(
@@ -359,19 +359,20 @@ def _names_option(text: str, options: Iterable[str]) -> bool:
 
 def _reads_program(texts: list[str], letters: str, long: tuple[str, ...]) -> bool:
     """Whether an option reads the program from a file (or loads one): one of ``letters`` in
-    a group of short options (``-f p``, ``-fp``, ``-nf p``), or a ``long`` option."""
+    a group of short options (``-f p``, ``-fp``, ``-nf p``), or a ``long`` option, also by
+    its beginning (``--fil p``)."""
     return any(
         (t[:1] == "-" and t[1:2] != "-" and any(ch in letters for ch in t[1:]))
-        or t.split("=", 1)[0] in long
+        or _names_option(t, long)
         for t in texts
     )
 
 
-class _Text:
+class _Text(NamedTuple):
     """A script carried by an option's word (``-eS``, ``--expression=S``), as a `Word`."""
 
-    def __init__(self, text: str, literal: bool) -> None:
-        self.text, self.literal = text, literal
+    text: str
+    literal: bool
 
 
 def _sed_scripts(args: Sequence[Word]) -> list[Word]:

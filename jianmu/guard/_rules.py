@@ -119,11 +119,14 @@ _END_HINTS = ("source", "src", "dest", "dst", "target")
 _WALKING_TOOLS = frozenset({"list_dir", "glob_search", "grep_search"})
 _GLOB_CHARS = frozenset("*?[")
 # what separates words in a command's text read crudely, for the programs it may run anywhere
-# in it (`Rule._restricts_embedded`): spaces, the shell's operators and quotes, and the commas,
-# equals signs and brackets of other languages (`-wrapper rm,-f,x`, `system("rm x")`)
-_EMBEDDED_SPLIT = re.compile(r"(?:\\\n|[\s;|&()<>{}\[\],=$`])+")  # (a `\` line end joins)
-_UNQUOTE = re.compile(r"[\"'\\]")  # `r''m`, `"r"m`, `r\m` are `rm`
-_QUOTED_SPLIT = re.compile(r"(?:\\\n|[\s;|&()<>{}\[\],=$`\"'\\])+")
+# in it (`Rule._restricts_embedded`): spaces and the shell's operators, a `\` line end, and the
+# commas, equals signs and brackets of other languages (`-wrapper rm,-f,x`); read once with
+# quotes and escapes joined away (`r''m` is `rm`), once with them as separators too
+# (`system("rm x")`)
+_SEPARATORS = r"\s;|&()<>{}\[\],=$`"
+_EMBEDDED_SPLIT = re.compile(rf"(?:\\\n|[{_SEPARATORS}])+")
+_QUOTED_SPLIT = re.compile(rf"(?:\\\n|[{_SEPARATORS}\"'\\])+")
+_UNQUOTE = re.compile(r"[\"'\\]")
 _REDIRECT = re.compile(r"^\s*[0-9&]*[<>]")
 
 
@@ -436,8 +439,8 @@ class Rule:
         from jianmu.guard._programs import DATA_ONLY
 
         head = (self.pattern or "").partition(" ")[0]
-        if not head or _GLOB_CHARS & set(head):
-            return False  # (a rule on the whole tool, or one whose program is a glob)
+        if not head or _GLOB_CHARS & set(head) or head not in _UNQUOTE.sub("", command):
+            return False  # (a rule on the whole tool, one whose program is a glob, or absent)
 
         def runs_words(raw: str) -> bool:  # some command of ``raw`` is no data-only program
             found = [c for c in shell.commands if c.raw and c.raw in raw
@@ -448,8 +451,6 @@ class Rule:
 
         texts = [c.raw for c in shell.commands if runs_words(c.raw)]
         texts += [body for opener, body in _here_documents(command) if runs_words(opener)]
-        # each text read twice: quotes joined away (`r''m` is `rm`), and as separators
-        # (`c"rm x"` is `c rm x`, a string of another language)
         readings = [(_UNQUOTE.sub("", piece) for piece in _EMBEDDED_SPLIT.split(text))
                     for text in texts] + [_QUOTED_SPLIT.split(text) for text in texts]
         for reading in readings:

@@ -654,16 +654,11 @@ def _says_something(delta: Any) -> bool:
         "content", "refusal", "tool_calls", "function_call", *OPENAI_REASONING_FIELDS))
 
 
-_CLOSING = {"{": "}", "[": "]"}
-
-
 def _whole(arguments: str) -> bool:
     """Whether a call's arguments so far are none or a whole JSON value."""
     stripped = arguments.strip()
     if not stripped:
         return True
-    if _CLOSING.get(stripped[0], stripped[-1]) != stripped[-1]:  # an object not closed yet
-        return False  # (parsed, all of it was read to say so: once per piece of a long call)
     try:
         json.loads(stripped)
     except ValueError:

@@ -929,9 +929,10 @@ class ToolExecutor(AsyncNode):
                 update["observations"] = {}
         ran = [r for r in records if r.executed]
         if self._unstarted:  # ended, but never begun (no thread took them): not counted
-            ended, ran = ran, [r for r in ran if r.call.id not in self._unstarted]
+            never = [r for r in ran if r.call.id in self._unstarted]
             self._unstarted.difference_update(r.call.id for r in records)
-            self._not_running(ended)
+            self._not_running(never)
+            ran = [r for r in ran if r not in never]
         if not ran:
             state.update(update)
             return

@@ -353,7 +353,13 @@ async def test_an_eternal_guard_on_something_outside_the_state_is_polled() -> No
     condition on something no state write announces still stops the running child once it
     turns (the runner slept until the child ended)."""
     flag, action = Flag(), Blocked("action")
-    root = d.EternalGuard("guard", action, condition=lambda: not flag.raised)
+    await _stopped_once_raised(
+        d.EternalGuard("guard", action, condition=lambda: not flag.raised), flag, action)
+
+
+async def _stopped_once_raised(root: Behaviour, flag: Flag, action: Blocked) -> None:
+    """``root`` run until ``action`` starts, then ``flag`` raised: the run fails, the action
+    cancelled."""
     run = asyncio.ensure_future(ReactiveRunner(root, StateManager()).run(timeout=60))
     await action.started.wait()
     flag.raised = True
@@ -387,13 +393,7 @@ async def test_a_users_own_decorator_on_something_outside_the_state_is_polled() 
     from jianmu.runtime.async_node import _GUARD, _kind
 
     flag, action = Flag(), Blocked("action")
-    root = AbortIf("mine", action, flag)
-    run = asyncio.ensure_future(ReactiveRunner(root, StateManager()).run(timeout=60))
-    await action.started.wait()
-    flag.raised = True
-    result = await run
-    assert result.status is RunStatus.FAILURE, result.error
-    assert action.cancelled
+    await _stopped_once_raised(AbortIf("mine", action, flag), flag, action)
     # one whose tick and update are py_trees' own is not polled (nor py_trees' own classes)
     assert not _kind(Named) & _GUARD and not _kind(d.Inverter) & _GUARD
     assert _kind(AbortIf) & _GUARD

@@ -83,6 +83,15 @@ async def _threads_end(before: int) -> bool:
     return False
 
 
+async def _run(llm: ScriptedLLM, server: threading.Event, fetched: list[str]) -> dict[str, str]:
+    """An agent run of ``llm``'s script with the tools to its end: each call's answer."""
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(create_react_node(llm, _tools(server, fetched)), state)
+    result = await runner.run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    return _answers(state)
+
+
 async def test_eight_hung_calls_leave_the_agents_later_calls_their_threads(
     server: threading.Event,
 ) -> None:
@@ -94,11 +103,7 @@ async def test_eight_hung_calls_leave_the_agents_later_calls_their_threads(
         [{"id": "e", "name": "echo", "arguments": {"text": "hi"}}],
         "done",
     ])
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
-    runner = ReactiveRunner(create_react_node(llm, _tools(server, fetched)), state)
-    result = await runner.run(timeout=60)
-    assert result.status is RunStatus.SUCCESS, result.error
-    answers = _answers(state)
+    answers = await _run(llm, server, fetched)
     assert answers["t"] == "12:00"  # it ran, and is not said to have been abandoned
     assert answers["e"] == "hi"  # no timeout of its own, and no hang either
     assert all("abandoned" in answers[f"f{i}"] for i in range(8))
@@ -119,11 +124,7 @@ async def test_past_the_cap_the_hung_tool_is_refused_and_the_others_still_run(
         [{"id": "t", "name": "clock", "arguments": {}}],
         "done",
     ])
-    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
-    runner = ReactiveRunner(create_react_node(llm, _tools(server, fetched)), state)
-    result = await runner.run(timeout=60)
-    assert result.status is RunStatus.SUCCESS, result.error
-    answers = _answers(state)
+    answers = await _run(llm, server, fetched)
     assert "'fetch' was not run: 4 earlier call(s) of it still run" in answers["f4"]
     assert answers["t"] == "12:00"
     assert len(fetched) == 4  # the refused call never reached the tool
