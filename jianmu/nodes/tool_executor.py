@@ -616,8 +616,7 @@ class ToolExecutor(AsyncNode):
         self, batch: list[tuple[ToolCall, Tool, Decision]], runner: ToolRunner
     ) -> None:
         """Run ``batch``'s calls at once, at most ``max_concurrency`` at a time."""
-        # _run_one never raises, so one call's failure cannot cancel its siblings: plain tasks
-        # awaited in turn do what a TaskGroup would, without its per-task callback (or anyio's)
+        # _run_one never raises: plain tasks awaited in turn do what a TaskGroup would, cheaper
         limiter = (
             anyio.CapacityLimiter(self.config.max_concurrency)
             if len(batch) > self.config.max_concurrency else None
