@@ -11,7 +11,6 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self
@@ -23,6 +22,7 @@ from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
 from jianmu.runtime import _turns
+from jianmu.runtime._sync_loop import thread_loop
 from jianmu.runtime.async_node import (
     BINDER,
     IDLE_PLAN,
@@ -128,70 +128,6 @@ class RunResult:
 
 
 _P = ParamSpec("_P")
-
-
-# -- the loop of run_sync() ----------------------------------------------------------------------
-# ``asyncio.run()`` closes its loop, and with it whatever a run left for the next one: the
-# model provider's kept-alive connections, a node's loop-bound resources. So every
-# ``run_sync()`` of a thread runs on the same loop, which lives until the thread ends or the
-# interpreter exits; it is then shut down the way ``asyncio.run`` shuts down its own (tasks
-# cancelled, async generators closed, so per-loop clients close their connections), and
-# closed. A forked child never touches the loop it inherited: it makes its own.
-
-_local = threading.local()
-# Loops inherited through fork(): never closed (closing one would unregister the parent's
-# descriptors from the epoll instance the child shares with it), never collected (the loop's
-# __del__ would close it).
-_inherited: list[asyncio.AbstractEventLoop] = []
-
-
-class _Holder:
-    """The thread's loop; when the thread's locals go, a finalizer shuts the loop down."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.loop = asyncio.new_event_loop()
-        # the loop's default executor (DNS lookups) is one held here, joined at the end from
-        # the ending thread: the loop's shutdown_default_executor() starts a thread to join
-        # it, which Python 3.12+ refuses once the interpreter exits. No thread starts early.
-        executor = ThreadPoolExecutor(thread_name_prefix="jianmu-loop")
-        self.loop.set_default_executor(executor)
-        weakref.finalize(self, _shut_down, self.loop, self.pid, executor)
-
-
-def _thread_loop() -> asyncio.AbstractEventLoop:
-    """This thread's loop for synchronous callers, made on first use (again after a fork)."""
-    holder: _Holder | None = getattr(_local, "holder", None)
-    if holder is not None and holder.pid == os.getpid() and not holder.loop.is_closed():
-        return holder.loop
-    if holder is not None and holder.pid != os.getpid():
-        _inherited.append(holder.loop)
-    holder = _local.holder = _Holder()
-    return holder.loop
-
-
-def _shut_down(
-    loop: asyncio.AbstractEventLoop, pid: int, executor: ThreadPoolExecutor | None = None
-) -> None:
-    """Shut ``loop`` down as ``asyncio.run`` would, then close it (in the process that made it)."""
-    if pid != os.getpid() or loop.is_closed() or loop.is_running():
-        return
-    if asyncio._get_running_loop() is not None:  # another loop runs here: it cannot be driven
-        loop.close()
-        return
-    try:
-        tasks = asyncio.all_tasks(loop)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        if executor is not None:
-            executor.shutdown(wait=True)  # joined here: no thread started to join it
-        else:
-            loop.run_until_complete(loop.shutdown_default_executor())
-    finally:
-        loop.close()
 
 
 _trees: weakref.WeakKeyDictionary[Behaviour, weakref.ref[ReactiveRunner]] = (
@@ -477,7 +413,7 @@ class ReactiveRunner:
             )
         loop = self._sync_loop
         if loop is None or loop.is_closed() or self._sync_pid != os.getpid():
-            loop = self._sync_loop = _thread_loop()
+            loop = self._sync_loop = thread_loop()
             self._sync_pid = os.getpid()
         if loop.is_running():
             raise RuntimeError("this runner's event loop is running in another thread")

@@ -341,3 +341,28 @@ def test_a_reply_without_usage_is_said_unknown_not_zero() -> None:
         result = runner.run_sync()
     assert result.ok and len(seen) == 1
     assert result.usage is not None and result.usage.output_tokens > 0
+
+
+
+def test_threads_that_ran_run_sync_leave_no_thread_listed_once_they_end() -> None:
+    # each thread's loop is shut down from its end, when `threading` has forgotten the thread;
+    # joining its DNS executor with Thread.join there registered a phantom _DummyThread, so
+    # threading.enumerate() listed one more "thread" for every thread that ever ran run_sync()
+    with RawServer(_answers) as server:
+        llm = _provider(server, False)
+        listed = {thread.ident for thread in threading.enumerate()}
+        answers: list[Any] = []
+
+        def work(n: int) -> None:
+            runner = _runner(llm, f"t{n}", stream=n % 2 == 1)
+            assert runner.run_sync().ok
+            answers.append(runner.state.get("final_answer"))
+
+        for turn in range(2):
+            workers = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join(60)
+            assert {thread.ident for thread in threading.enumerate()} == listed, turn
+    assert sorted(answers) == sorted(f"t{n} -> t{n}" for n in range(4) for _ in range(2))

@@ -71,44 +71,44 @@ def test_a_threads_loop_is_shut_down_like_asyncio_run_when_the_thread_ends() -> 
 def test_a_loop_is_shut_down_only_by_the_process_that_made_it_and_not_inside_another() -> None:
     import os
 
-    from jianmu.runtime import runner as module
+    from jianmu.runtime import _sync_loop as module
 
     loop = asyncio.new_event_loop()
-    module._shut_down(loop, os.getpid() + 1)  # a forked child's copy: untouched
+    module.shut_down(loop, os.getpid() + 1)  # a forked child's copy: untouched
     assert not loop.is_closed()
     left: list[asyncio.Future[None]] = []
 
     async def inside() -> None:
         left.append(loop.create_future())
-        module._shut_down(loop, os.getpid())  # cannot drive it from here: closed as it is
+        module.shut_down(loop, os.getpid())  # cannot drive it from here: closed as it is
 
     asyncio.run(inside())
     assert loop.is_closed() and not left[0].done()
-    module._shut_down(loop, os.getpid())  # closed already: nothing to do
+    module.shut_down(loop, os.getpid())  # closed already: nothing to do
 
 
 def test_a_forked_thread_loop_is_kept_and_a_new_one_made(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from jianmu.runtime import runner as module
+    from jianmu.runtime import _sync_loop as module
 
     made: list[Any] = []
     pid = os.getpid()
 
     def work() -> None:
-        first = module._thread_loop()
-        assert module._thread_loop() is first
+        first = module.thread_loop()
+        assert module.thread_loop() is first
         with monkeypatch.context() as patch:
             patch.setattr(module.os, "getpid", lambda: pid + 1)  # as in a forked child
-            second = module._thread_loop()
-            made.extend([second is not first, first in module._inherited, first.is_closed()])
-        module._inherited.remove(first)
+            second = module.thread_loop()
+            made.extend([second is not first, first in module.inherited, first.is_closed()])
+        module.inherited.remove(first)
         first.close()
         second.close()  # made "in the child": closed here, by hand
-        third = module._thread_loop()  # the child's holder, seen from the parent: a new one
-        module._inherited.remove(second)
+        third = module.thread_loop()  # the child's holder, seen from the parent: a new one
+        module.inherited.remove(second)
         third.close()
-        made.append(module._thread_loop() is not third)  # a closed loop is replaced too
+        made.append(module.thread_loop() is not third)  # a closed loop is replaced too
 
     worker = threading.Thread(target=work)
     worker.start()
@@ -402,7 +402,7 @@ def test_run_sync_in_a_forked_child_makes_the_childs_own_loop(
 ) -> None:
     import os
 
-    from jianmu.runtime import runner as module
+    from jianmu.runtime import _sync_loop as module
 
     made: list[bool] = []
     pid = os.getpid()
@@ -416,9 +416,9 @@ def test_run_sync_in_a_forked_child_makes_the_childs_own_loop(
             patch.setattr(module.os, "getpid", lambda: pid - 1)  # a child, numbered lower
             assert runner.run_sync(timeout=10).ok
             second = runner._sync_loop
-        made.extend([second is not first, first in module._inherited])
-        if first in module._inherited:
-            module._inherited.remove(first)
+        made.extend([second is not first, first in module.inherited])
+        if first in module.inherited:
+            module.inherited.remove(first)
         for loop in {first, second}:
             loop.close()  # type: ignore[union-attr]
 
