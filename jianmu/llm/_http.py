@@ -312,16 +312,27 @@ def _whole_json(text: str) -> bool:
 
 
 def read_ahead(response: Any, *, events: bool = False) -> Any:
-    """``response``'s body stream, able to read its first chunk ahead (``await
-    first()``) and give it again: put back as ``response.stream``, the SDK reads it whole.
+    """``response``'s body stream, able to read its start ahead (``await first()``, ``await
+    lead()``) and give it again: put back as ``response.stream``, the SDK reads it whole.
 
     With ``events`` (an event stream, sent uncompressed), a byte order mark before its first
     event is dropped, as the event-stream standard says: the SDKs' decoders keep it, and the
     first line's field name with it (``\ufeffdata``), so the first event was lost unseen."""
     package = type(response).__module__.split(".", 1)[0]  # httpx2, or httpx for older SDKs
+    library = sys.modules[package]
     encoding = response.headers.get("content-encoding", "").strip().lower()
-    return _read_ahead_type(sys.modules[package].AsyncByteStream)(
-        response.stream, events and encoding in ("", "identity"))
+    return _read_ahead_type(library.AsyncByteStream)(
+        response.stream, events and encoding in ("", "identity"), _decoding(library, encoding))
+
+
+def _decoding(library: Any, encoding: str) -> Callable[[bytes], bytes]:
+    """What decodes the start of a body sent with ``encoding`` (gzip, deflate...): the
+    HTTP ``library``'s own decoders, through a response of those bytes, as it decodes the
+    body itself (a start cut short decodes as far as it goes)."""
+    if encoding in ("", "identity"):
+        return bytes
+    headers = {"content-encoding": encoding}
+    return lambda raw: bytes(library.Response(200, headers=headers, content=raw).read())
 
 
 @functools.cache
@@ -329,22 +340,50 @@ def _read_ahead_type(base: type) -> type:
     """The read-ahead stream, of the HTTP client's own stream type (which it checks)."""
 
     class ReadAhead(base):  # type: ignore[misc, valid-type]
-        def __init__(self, stream: Any, bom: bool = False) -> None:
+        def __init__(self, stream: Any, bom: bool = False,
+                     decode: Callable[[bytes], bytes] = bytes) -> None:
             self._stream = stream
             self._rest = stream.__aiter__()
-            self._first: bytes | None = None  # not read yet
+            self._first: bytes | None = None  # not read yet; its start once `lead` read on
             self._bom = bom  # drop a byte order mark that starts the first chunk
+            self._decode = decode  # the body's content encoding undone
 
         @property
         def seen(self) -> bytes:
-            """The first chunk, once read (``b""`` before)."""
-            return self._first or b""
+            """What was read ahead, decoded as far as it goes (``b""`` before)."""
+            try:
+                return self._decode(self._first or b"")
+            except Exception:  # not the encoding it says: nothing to show
+                return b""
 
         async def first(self) -> bytes:
             if self._first is None:
                 first = bytes(await anext(self._rest, b""))
                 self._first = first.removeprefix(_BOM) if self._bom else first
             return bytes(self._first)
+
+        async def lead(self) -> bytes:
+            """The body's first byte that is not white space, decoded (``b""`` when it has
+            none), reading ahead as far as it takes: a compressed body's first raw byte says
+            nothing of its text, and a proxy may send white space to keep the connection
+            alive while the model works."""
+            start = await self.first()
+            while True:
+                try:
+                    text = self._decode(start).lstrip()
+                except Exception:  # cut short where the decoder needs more (zstd) or broken
+                    text = b""
+                if text:
+                    return text[:1]
+                more = await anext(self._rest, None)
+                if more is None:
+                    return b""
+                start = self._first = start + bytes(more)
+
+        async def whole(self) -> bytes:
+            """The whole body, decoded."""
+            start = await self.first()
+            return self._decode(start + b"".join([bytes(chunk) async for chunk in self._rest]))
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             yield await self.first()

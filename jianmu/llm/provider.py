@@ -683,11 +683,6 @@ async def sent(create: Callable[..., Awaitable[_T]], body: Mapping[str, Any]) ->
         return await create(**utf8_safe(body))
 
 
-async def _joined(body: AsyncIterator[bytes]) -> bytes:
-    """The whole of ``body``."""
-    return b"".join([chunk async for chunk in body])
-
-
 class SDKProvider(BaseLLMProvider):
     """A provider whose requests go through a vendor SDK client: one client per event loop
     (``_client`` is the running loop's), closed when that loop shuts down.
@@ -737,7 +732,9 @@ class SDKProvider(BaseLLMProvider):
         """The JSON of a streamed request's answer that is a whole reply, not an event stream
         (a server or proxy that ignores ``stream``), the SDK's ``stream`` closed; ``None`` for
         an event stream, left to the SDK to read. However labelled, a reply is told by its
-        first byte, read ahead and put back (no event stream starts with ``{`` or ``[``): an
+        first byte, read ahead and put back (no event stream starts with ``{`` or ``[``), as
+        its text has it: decoded (a gzip-compressed reply, a proxy compressing JSON) and past
+        any white space (a proxy keeping the connection alive while the model works). An
         event stream labelled JSON is one, and a whole reply labelled otherwise, an event
         stream included, or not at all (Go's servers call JSON they do not label
         ``text/plain``) is one too.
@@ -751,10 +748,10 @@ class SDKProvider(BaseLLMProvider):
         # its first chunk kept, for `no_events` to show; no BOM in an event stream or JSON
         body = read_ahead(response, events=True)
         response.stream = body
-        if (await self._read(body.first())).lstrip()[:1] not in (b"{", b"["):
+        if await self._read(body.lead()) not in (b"{", b"["):
             return None
         try:
-            text = await self._read(_joined(body))
+            text = await self._read(body.whole())
         finally:
             await stream.close()
         try:
@@ -784,9 +781,8 @@ class SDKProvider(BaseLLMProvider):
         response = getattr(stream, "response", None)
         came = getattr(getattr(response, "stream", None), "seen", b"")
         text = f"{where or self.base_url} answered a streamed request without {what}"
-        encoding = response.headers.get("content-encoding", "") if response is not None else ""
-        if not came or encoding.strip().lower() not in ("", "identity"):
-            return LLMError(text)  # nothing came, or only its compressed bytes
+        if not came:
+            return LLMError(text)  # nothing came, or bytes not of the encoding it said
         shown = repr(self.secret_free(came.decode("utf-8", "replace")))
         return LLMError(f"{text}: {shown[:200] + '...' if len(shown) > 200 else shown}")
 

@@ -5,6 +5,7 @@ tool calls in pieces, errors, broken and stale connections, and output that is n
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 import zlib
@@ -439,3 +440,47 @@ def test_whole_arguments_sent_again_for_one_call_replace_the_first(first: str) -
     with _serving(_stream(openai_sse(events))) as server:
         (got,) = _ask(server, stream=True)[0].tool_calls
     assert (got.id, got.name, got.arguments) == ("a", "calc", {"x": 1})
+
+
+def _compressed(data: bytes, encoding: str) -> Reply:
+    """``data`` as one body of ``encoding`` (what a proxy compressing JSON sends)."""
+    packed = zlib.compress(data) if encoding == "deflate" else gzip.compress(data)
+    return Reply(pieces=[packed], headers={"content-encoding": encoding})
+
+
+@pytest.mark.parametrize("anthropic", [False, True], ids=["openai", "anthropic"])
+@pytest.mark.parametrize("how", ["gzip", "deflate", "white-space-first"])
+def test_a_streamed_request_answered_whole_compressed_or_after_white_space(
+        anthropic: bool, how: str) -> None:
+    # a server that ignores ``stream`` behind a proxy that compresses JSON, or that keeps the
+    # connection alive with white space while the model works: its first raw byte is no "{",
+    # and the whole reply, answered and billed, failed as "a streamed request without any chunk"
+    whole = json.dumps(message([{"type": "text", "text": "hello"}], usage={
+        "input_tokens": 3, "output_tokens": 4}) if anthropic else completion(
+        "hello", usage=USAGE)).encode()
+    # more white space than one read of the client takes: it comes alone, before the reply
+    reply = (_compressed(whole, how) if how != "white-space-first" else
+             Reply(pieces=[b" " * 70_000 + b"\n", whole], chunked=True))
+    async def twice(url: str) -> list[Any]:
+        llm: OpenAIProvider | AnthropicProvider = (
+            AnthropicProvider("claude", base_url=url) if anthropic else
+            OpenAIProvider("m", base_url=url + "/v1"))
+        try:
+            return [[event async for event in llm.send_stream(REQUEST)][-1].response
+                    for _ in range(2)]
+        finally:
+            await llm.close()
+
+    with _serving(reply, reply) as server:
+        responses = asyncio.run(twice(server.url))
+    assert [(r.text, r.usage and r.usage.output_tokens) for r in responses] == [("hello", 4)] * 2
+    # each asked once, and the kept-alive connection served the next request
+    assert (len(server.requests), server.connections) == (2, 1)
+
+
+def test_a_compressed_page_instead_of_an_event_stream_is_shown_decoded() -> None:
+    page = b"<html><body>Sign in to continue</body></html>"
+    reply = _compressed(page, "gzip")
+    reply.headers["content-type"] = "text/html"
+    with _serving(reply) as server, pytest.raises(LLMError, match="Sign in to continue"):
+        _ask(server, stream=True)
