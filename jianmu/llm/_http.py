@@ -371,8 +371,8 @@ def _read_ahead_type(base: type) -> type:
             while True:
                 try:
                     text = self._decode(start).lstrip()
-                except Exception:  # cut short where the decoder needs more (zstd) or broken
-                    text = b""
+                except Exception:  # not of its encoding, or one that decodes only whole
+                    return b""  # (zstd): the SDK reads it, as it comes, and says what it is
                 if text:
                     return text[:1]
                 more = await anext(self._rest, None)
