@@ -89,8 +89,8 @@ class OpenAIProvider(SDKProvider):
 
     Uses the official SDK's ``AsyncOpenAI`` with its own retries off: 429, 408, 409, 5xx,
     timeouts and dropped connections are retried here, ``max_retries`` times with
-    exponential backoff (``retry_backoff * 2**attempt`` seconds, at most ``max_backoff``, or
-    longer when the server asks by ``Retry-After`` or ``retry-after-ms``), then raise
+    exponential backoff (``retry_backoff * 2**attempt`` seconds, or longer when the server
+    asks by ``Retry-After`` or ``retry-after-ms``, at most ``max_backoff`` either way), then raise
     `LLMTransientError`; any other failure raises `LLMError` with the server's message at
     once. A stream is retried only while nothing has been yielded; an answer that broke off
     is never asked again, and a kept-alive connection the server had closed is sent on again
