@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self
@@ -22,7 +23,7 @@ from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
 from jianmu.runtime import _turns
-from jianmu.runtime._sync_loop import thread_loop
+from jianmu.runtime._sync_loop import shut_down, thread_started
 from jianmu.runtime.async_node import (
     BINDER,
     IDLE_PLAN,
@@ -136,6 +137,44 @@ _set_up: weakref.WeakSet[Behaviour] = weakref.WeakSet()  # the roots a runner ha
 _NO_SPAN = nullcontext()
 """The span of a run that records none (one for all: a `nullcontext` keeps nothing)."""
 _NO_ROLES: frozenset[str] = frozenset()
+
+
+# The loop of `run_sync`: one per thread, kept across its calls (a provider's kept-alive
+# connections with it), shut down as ``asyncio.run`` would when the thread ends or the
+# interpreter exits (`jianmu.runtime._sync_loop`, which says why).
+_local = threading.local()
+# Loops inherited through fork(): never closed (closing one would unregister the parent's
+# descriptors from the epoll instance the child shares with it), never collected (the loop's
+# __del__ would close it).
+_inherited: list[asyncio.AbstractEventLoop] = []
+
+
+class _Holder:
+    """The thread's loop; when the thread's locals go, a finalizer shuts the loop down."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        # the loop's default executor (DNS lookups) is one held here, waited for at the end
+        # from the ending thread by the events its threads set as they end: the loop's
+        # shutdown_default_executor() starts a thread to join it, which Python 3.12+ refuses
+        # once the interpreter exits. No thread starts early.
+        ends: list[threading.Event] = []
+        executor = ThreadPoolExecutor(thread_name_prefix="jianmu-loop",
+                                      initializer=thread_started, initargs=(ends,))
+        self.loop.set_default_executor(executor)
+        weakref.finalize(self, shut_down, self.loop, self.pid, executor, ends)
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    """This thread's loop for synchronous callers, made on first use (again after a fork)."""
+    holder: _Holder | None = getattr(_local, "holder", None)
+    if holder is not None and holder.pid == os.getpid() and not holder.loop.is_closed():
+        return holder.loop
+    if holder is not None and holder.pid != os.getpid():
+        _inherited.append(holder.loop)
+    holder = _local.holder = _Holder()
+    return holder.loop
 
 
 @dataclass
@@ -413,7 +452,7 @@ class ReactiveRunner:
             )
         loop = self._sync_loop
         if loop is None or loop.is_closed() or self._sync_pid != os.getpid():
-            loop = self._sync_loop = thread_loop()
+            loop = self._sync_loop = _thread_loop()
             self._sync_pid = os.getpid()
         if loop.is_running():
             raise RuntimeError("this runner's event loop is running in another thread")

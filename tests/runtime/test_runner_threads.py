@@ -90,25 +90,25 @@ def test_a_loop_is_shut_down_only_by_the_process_that_made_it_and_not_inside_ano
 def test_a_forked_thread_loop_is_kept_and_a_new_one_made(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from jianmu.runtime import _sync_loop as module
+    from jianmu.runtime import runner as module
 
     made: list[Any] = []
     pid = os.getpid()
 
     def work() -> None:
-        first = module.thread_loop()
-        assert module.thread_loop() is first
+        first = module._thread_loop()
+        assert module._thread_loop() is first
         with monkeypatch.context() as patch:
             patch.setattr(module.os, "getpid", lambda: pid + 1)  # as in a forked child
-            second = module.thread_loop()
-            made.extend([second is not first, first in module.inherited, first.is_closed()])
-        module.inherited.remove(first)
+            second = module._thread_loop()
+            made.extend([second is not first, first in module._inherited, first.is_closed()])
+        module._inherited.remove(first)
         first.close()
         second.close()  # made "in the child": closed here, by hand
-        third = module.thread_loop()  # the child's holder, seen from the parent: a new one
-        module.inherited.remove(second)
+        third = module._thread_loop()  # the child's holder, seen from the parent: a new one
+        module._inherited.remove(second)
         third.close()
-        made.append(module.thread_loop() is not third)  # a closed loop is replaced too
+        made.append(module._thread_loop() is not third)  # a closed loop is replaced too
 
     worker = threading.Thread(target=work)
     worker.start()
@@ -402,7 +402,7 @@ def test_run_sync_in_a_forked_child_makes_the_childs_own_loop(
 ) -> None:
     import os
 
-    from jianmu.runtime import _sync_loop as module
+    from jianmu.runtime import runner as module
 
     made: list[bool] = []
     pid = os.getpid()
@@ -416,9 +416,9 @@ def test_run_sync_in_a_forked_child_makes_the_childs_own_loop(
             patch.setattr(module.os, "getpid", lambda: pid - 1)  # a child, numbered lower
             assert runner.run_sync(timeout=10).ok
             second = runner._sync_loop
-        made.extend([second is not first, first in module.inherited])
-        if first in module.inherited:
-            module.inherited.remove(first)
+        made.extend([second is not first, first in module._inherited])
+        if first in module._inherited:
+            module._inherited.remove(first)
         for loop in {first, second}:
             loop.close()  # type: ignore[union-attr]
 
