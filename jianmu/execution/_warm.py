@@ -343,7 +343,10 @@ class PipeChannel:
 
     def recv(self) -> bytes:
         assert self.proc.stdout is not None
-        return os.read(self.proc.stdout.fileno(), 1 << 20)
+        data = os.read(self.proc.stdout.fileno(), 1 << 20)
+        if not data:  # closed by its one reader, at the end: else a ResourceWarning at exit
+            self.proc.stdout.close()
+        return data
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

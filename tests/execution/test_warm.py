@@ -373,3 +373,18 @@ async def test_a_child_killed_while_idle_is_replaced(tmp_path: Path, bwrap: bool
         result = await box.exec("echo replaced")
         assert result.stdout == "replaced\n" and _warm(box).preforked == before + 1
         assert box.supervisor_starts == 1
+
+
+@pytest.mark.parametrize("bwrap", KINDS)
+async def test_a_closed_supervisors_pipes_are_closed_not_left_to_the_collector(
+    tmp_path: Path, bwrap: bool
+) -> None:
+    # its stdout was left open: a ResourceWarning ("unclosed file") once the Popen was collected
+    async with _box(tmp_path, bwrap) as box:
+        assert (await box.exec("echo hello")).ok
+        warm = box._warm
+        assert warm is not None and warm.supervisor is not None
+        sup = warm.supervisor
+        channel: Any = sup._channel
+    sup._reader.join(10)
+    assert channel.proc.stdin.closed and channel.proc.stdout.closed
