@@ -97,6 +97,21 @@ _NO_LIMIT = nullcontext()
 """The scope of a turn when nobody traces: one serves every turn (it holds nothing)."""
 
 
+def _reply_of(llm: Any, response: Any) -> LLMResponse:
+    """``response``, once it is the `LLMResponse` a provider must return.
+
+    Raises:
+        LLMError: a provider of one's own returned something else (its text, a dict).
+    """
+    if isinstance(response, LLMResponse):
+        return response
+    # else "'str' object has no attribute 'cut_off'", far from the provider that erred
+    raise LLMError(
+        f"the model provider {type(llm).__name__} returned a {type(response).__name__}, not "
+        "an LLMResponse: return LLMResponse(message=Message.assistant(text)) (from jianmu.llm)"
+    )
+
+
 def _no_answer(limit: float, call: InFlight | None = None) -> TimeoutError:
     refused = call.refused if call is not None else None
     # a call that waited to retry a refusal (429, 503): the refusal is what it waited for
@@ -740,7 +755,8 @@ class AgentLLMNode(GuardedTurn):
             raise found
         reply = within(self._asked(messages, toolset, record), whole,
                        lambda: _no_answer(whole, self._in_flight))
-        response = await (reply if checks is None else self._beside(reply, checks))
+        response = _reply_of(self.llm, await (reply if checks is None
+                                              else self._beside(reply, checks)))
         self._call_over()  # answered: counted with the turn
         parts = [(response, messages)]
         if answer_cut_off(response):  # half an answer: go on, if so configured
@@ -873,8 +889,9 @@ class AgentLLMNode(GuardedTurn):
                     last.model or model, last.finish_reason or "length", policy, len(parts),
                     text, "continued"))
                 asked = continue_messages(messages, text)
-                response = await within(self._asked(asked, toolset, record), whole,
-                                        lambda: _no_answer(whole, self._in_flight))
+                response = _reply_of(self.llm, await within(
+                    self._asked(asked, toolset, record), whole,
+                    lambda: _no_answer(whole, self._in_flight)))
                 self._call_over()
                 parts.append((response, asked))
                 text += response.text

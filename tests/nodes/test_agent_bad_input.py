@@ -502,3 +502,30 @@ def test_a_list_or_a_toolset_inside_the_tools_list_is_told_to_be_joined() -> Non
         Agent(ScriptedLLM(["x"]), tools=[[weather]])
     joined = Agent(ScriptedLLM(["x"]), tools=[*builtins.tools, weather])
     assert [t.name for t in joined.tools] == ["calculator", "weather"]
+
+
+class _TextProvider:
+    """A provider of one's own whose ``complete`` returns the reply's text, not a response."""
+
+    model = "mine"
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+    async def complete(self, messages: Any, **_: Any) -> Any:
+        return self.reply
+
+    async def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("reply", ["Hello.", {"role": "assistant", "content": "Hello."}])
+async def test_a_provider_that_returns_no_response_fails_the_run_naming_it(reply: Any) -> None:
+    # it failed with "'str' object has no attribute 'cut_off'", deep in the agent's node
+    result = await Agent(_TextProvider(reply)).run("Hi")
+    assert result.status is RunStatus.FAILURE
+    said = str(result.exception)
+    assert f"_TextProvider returned a {type(reply).__name__}, not an LLMResponse" in said
+    assert "LLMResponse(message=Message.assistant(text))" in said
+    events = [event.name async for event in Agent(_TextProvider(reply)).stream("Hi")]
+    assert events[-1] == "run.finished"
