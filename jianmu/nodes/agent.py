@@ -161,6 +161,8 @@ _RUN_SPELLINGS = {
     "usage_limits": "Agent(..., constraints=...) (guard.budget, max_iterations)",
     "output_type": "Agent(..., output_type=...)", "max_turns": "Agent(..., max_iterations=...)",
     "input": "the first argument, prompt",
+    "deps": "extras={...} (a tool reads them from its RunContext: ctx.extras)",
+    "context": "extras={...} (a tool reads them from its RunContext: ctx.extras)",
 }
 """Keywords of pydantic-ai's ``agent.run`` and the Agents SDK's ``Runner.run``, in Jianmu."""
 
@@ -365,11 +367,14 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        extras: Mapping[str, Any] | None = None,
         **peer: Never,
     ) -> AgentResult:
         """Answer ``prompt`` (after ``history``, a conversation so far: `Message`s, OpenAI chat
         dicts, or the OpenAI Agents SDK's ``to_input_list()`` items), or go on with the
-        suspended run ``resume`` once its requests are decided.
+        suspended run ``resume`` once its requests are decided. ``extras`` are what its tools
+        (a sub-agent's too) reach as ``ctx.extras`` through a `RunContext` parameter: a client,
+        a session, the user (pydantic-ai's ``deps``); with ``resume``, added to the run's.
 
         Raises:
             ValueError: no prompt and nothing to resume, ``resume`` is not suspended, a
@@ -384,7 +389,7 @@ class Agent:
         """
         if peer:
             raise _unexpected("run", peer)
-        runner = self._runner(prompt, history, resume, timeout)
+        runner = self._runner(prompt, history, resume, timeout, extras)
         try:
             result = await runner.run(timeout=timeout)
         finally:
@@ -398,6 +403,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        extras: Mapping[str, Any] | None = None,
         **peer: Never,
     ) -> AgentResult:
         """`run` from synchronous code (through `ReactiveRunner.run_sync`).
@@ -408,7 +414,7 @@ class Agent:
         """
         if peer:
             raise _unexpected("run_sync", peer)
-        runner = self._runner(prompt, history, resume, timeout)
+        runner = self._runner(prompt, history, resume, timeout, extras)
         try:
             result = runner.run_sync(timeout=timeout)
         finally:
@@ -422,6 +428,7 @@ class Agent:
         history: Sequence[Message | Mapping[str, Any]] | None = None,
         resume: AgentResult | None = None,
         timeout: float | None = None,
+        extras: Mapping[str, Any] | None = None,
         **peer: Never,
     ) -> EventStream:
         """`run`, yielding its events as they happen (`ReactiveRunner.stream`): the model's
@@ -435,7 +442,7 @@ class Agent:
         if peer:
             raise _unexpected("stream", peer)
         streaming: list[ReactiveRunner] = []  # the run, while this stream runs it
-        reader = self._stream(prompt, history, resume, timeout, streaming)
+        reader = self._stream(prompt, history, resume, timeout, extras, streaming)
         # a plain ``break`` drops this generator, not the runner's stream it holds: the run
         # stops as this one is dropped, not once Python has closed both
         on_drop(reader, functools.partial(_stop_streamed, streaming))
@@ -443,9 +450,10 @@ class Agent:
 
     async def _stream(
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
-        timeout: float | None, streaming: list[ReactiveRunner],
+        timeout: float | None, extras: Mapping[str, Any] | None,
+        streaming: list[ReactiveRunner],
     ) -> AsyncGenerator[Event, None]:
-        runner = self._runner(prompt, history, resume, timeout)
+        runner = self._runner(prompt, history, resume, timeout, extras)
         try:
             # closed here, not when collected: leaving this stream stops the run at once
             async with contextlib.aclosing(runner.stream(timeout=timeout)) as events:
@@ -475,12 +483,13 @@ class Agent:
                 return True
         return False
 
-    def restore(self, run_id: str) -> AgentResult:
+    def restore(self, run_id: str, *, extras: Mapping[str, Any] | None = None) -> AgentResult:
         """The run ``run_id`` as this agent's checkpointer last saved it, also in another
         process: a run stopped before its end (suspended, or its process died) is SUSPENDED,
         its result listing what it waits for (``approve()``, then ``run(resume=result)``);
         a finished one's result holds its answer. As `ReactiveRunner.restore`, it holds the
-        run on a checkpointer that leases runs, until a run of it returns.
+        run on a checkpointer that leases runs, until a run of it returns. ``extras`` as
+        `run` takes them (they are never checkpointed).
 
         Raises:
             ValueError: the agent has no checkpointer.
@@ -495,7 +504,7 @@ class Agent:
         runner = ReactiveRunner.restore(
             self.as_node(), self.checkpointer, run_id, state_manager=StateManager(AgentState),
             config=self.config, interactive=self.interactive,
-            tracer_provider=self.tracer_provider,
+            tracer_provider=self.tracer_provider, extras=dict(extras or {}),
         )
         self._runs.add(runner)
         result = runner._finished  # a run that ended: its result, as the runner returns it
@@ -511,9 +520,12 @@ class Agent:
     # -- the parts -------------------------------------------------------------------------
     def _runner(
         self, prompt: str | Message | None, history: Any, resume: AgentResult | None,
-        timeout: float | None,
+        timeout: float | None, extras: Mapping[str, Any] | None = None,
     ) -> ReactiveRunner:
         check_run(None, timeout)  # before a runner is made: refused as run() refuses it
+        if extras is not None and not isinstance(extras, Mapping):
+            raise TypeError(f"extras= takes a dict of what the tools reach as "
+                            f"ctx.extras, got {type(extras).__name__}")
         if resume is not None:
             if not isinstance(resume, AgentResult):
                 raise TypeError(f"resume= takes the AgentResult of a suspended run of this "
@@ -530,6 +542,8 @@ class Agent:
                     f"the run to resume is {resume.status.value}, not waiting for a decision; "
                     "to go on talking, pass history=result.messages with the next prompt"
                 )
+            if extras:  # a run restored elsewhere has none of the first process's clients
+                resume.runner.ctx.extras.update(extras)
             return resume.runner
         if prompt is None:
             raise ValueError("Agent.run() needs a prompt (or resume= a suspended result)")
@@ -545,7 +559,7 @@ class Agent:
         runner = ReactiveRunner(
             self._take(), state, config=self.config, checkpointer=self.checkpointer,
             interactive=self.interactive, user_roles=self.user_roles,
-            tracer_provider=self.tracer_provider,
+            tracer_provider=self.tracer_provider, extras=dict(extras or {}),
         )
         self._runs.add(runner)
         return runner

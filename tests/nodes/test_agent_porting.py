@@ -3,14 +3,18 @@ hands `jianmu.Agent`: histories in their shapes, and what they read back."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from jianmu import Agent, ScriptedLLM, StateManager
+from jianmu import Agent, RunContext, ScriptedLLM, SQLiteCheckpointer, StateManager, tool
+from jianmu.constraints import Constraints
 from jianmu.nodes import AgentState
+from jianmu.runtime import RunStatus
 from jianmu.tools.calls import is_tool_name
 
 # ``completion.choices[0].message.model_dump()`` of the openai SDK: keys a Message lacks, null
@@ -291,6 +295,7 @@ def test_new_messages_of_pydantic_ai_says_jianmus_spelling() -> None:
 @pytest.mark.parametrize(("peer", "ours"), [
     ("message_history", "history="), ("model_settings", "llm_params="),
     ("usage_limits", "constraints="), ("max_turns", "max_iterations="),
+    ("deps", "extras="), ("context", "extras="),
 ])
 @pytest.mark.parametrize("method", ["run", "run_sync", "stream"])
 def test_a_run_keyword_of_another_framework_says_jianmus_spelling(
@@ -313,3 +318,49 @@ def test_a_run_keyword_of_another_framework_says_jianmus_spelling(
         if method == "run":
             asyncio.run(outcome)
     assert agent.run_sync("Hello.").output == "Hi."
+
+
+@tool
+def whose_orders(ctx: RunContext) -> str:
+    """The orders of the user the run acts for."""
+    return f"{ctx.extras['user']}: {ctx.extras['db'][ctx.extras['user']]}"
+
+
+def test_a_runs_dependencies_reach_its_tools_as_pydantic_ais_deps_do(tmp_path: Path) -> None:
+    """pydantic-ai's ``agent.run(q, deps=...)`` and the Agents SDK's ``context=`` had no
+    spelling: a tool could reach a client or the user only through what the agent was made
+    with, the same for every run."""
+    db = {"ada": ["A1"], "bob": ["B7"]}
+    ask = [{"name": "whose_orders", "arguments": {}}]
+    sub = Agent(ScriptedLLM([ask, lambda m: f"sub: {m[-1].content}"] * 2), tools=[whose_orders],
+                name="sub")
+    agent = Agent(ScriptedLLM([[*ask, {"name": "sub", "arguments": {"input": "yours?"}}],
+                               lambda m: " | ".join(x.content for x in m if x.role == "tool")]
+                              * 3), tools=[whose_orders, sub.as_tool()])
+    assert agent.run_sync("Mine?", extras={"user": "ada", "db": db}).output == (
+        "ada: ['A1'] | sub: ada: ['A1']")
+
+    async def streamed() -> Any:
+        async for event in agent.stream("Mine?", extras={"user": "bob", "db": db}):
+            if event.name == "run.finished":
+                return event.fields["result"].output
+        return None
+
+    assert asyncio.run(streamed()) == "bob: ['B7'] | sub: bob: ['B7']"
+    with pytest.raises(TypeError, match=r"extras= takes a dict .* got list"):
+        agent.run_sync("Mine?", extras=[("user", "ada")])  # type: ignore[arg-type]
+
+    # a run restored in another process has none of the first one's clients: given again
+    confirm = Constraints.model_validate({"guard": {"tool_policy": {"whose_orders": "confirm"}}})
+    store = SQLiteCheckpointer(tmp_path / "runs.db")
+
+    def made() -> Agent:
+        return Agent(ScriptedLLM([ask, lambda m: m[-1].content]), tools=[whose_orders],
+                     constraints=confirm, checkpointer=store)
+
+    first = made().run_sync("Mine?", extras={"user": "ada", "db": db})
+    assert first.status is RunStatus.SUSPENDED
+    later = made()
+    restored = later.restore(first.run_id, extras={"user": "ada"})
+    restored.approve()
+    assert later.run_sync(resume=restored, extras={"db": db}).output == "ada: ['A1']"
