@@ -426,6 +426,12 @@ class LLMError(JianmuError, RuntimeError):
     an error status; ``None`` when no status came (a connection that failed, a stream that
     broke off, an answer that could not be read)."""
 
+    def __init__(self, *args: object, status_code: int | None = None) -> None:
+        # a provider of one's own says its status as it raises: LLMError("...", status_code=429)
+        super().__init__(*args)
+        if status_code is not None:
+            self.status_code = status_code
+
 
 class LLMTransientError(LLMError):
     """A provider failure worth retrying: rate limit, server error, connection reset."""

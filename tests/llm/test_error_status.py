@@ -55,3 +55,24 @@ def test_a_failure_with_no_answer_has_no_status(api: str) -> None:
         port = probe.getsockname()[1]
     error = _fail(_provider(api, f"http://127.0.0.1:{port}"))
     assert isinstance(error, LLMTransientError) and error.status_code is None
+
+
+def test_a_provider_of_ones_own_gives_the_status_as_it_raises() -> None:
+    """``LLMTransientError("...", status_code=503)``, as a fake provider for a fallback test
+    writes it, was a TypeError ("takes no keyword arguments"); the status is still kept
+    through a pickle (a durable run's failure) and the fallback passes the model over."""
+    import pickle
+
+    from jianmu import Agent, FallbackLLM, ScriptedLLM
+
+    class Down(ScriptedLLM):
+        async def send(self, request: Any) -> Any:
+            raise LLMTransientError("HTTP 503: overloaded", status_code=503)
+
+    error = pickle.loads(pickle.dumps(LLMTransientError("HTTP 503", status_code=503)))
+    assert (str(error), error.status_code) == ("HTTP 503", 503)
+    assert LLMError("no status").status_code is None
+    llm = FallbackLLM([Down([], model="primary"), ScriptedLLM(["Hello."], model="backup")])
+    assert Agent(llm).run_sync("Hi").output == "Hello."
+    failed = Agent(FallbackLLM([Down([], model="a"), Down([], model="b")])).run_sync("Hi")
+    assert [e.status_code for e in failed.exception.failures] == [503, 503]  # type: ignore[union-attr]
