@@ -281,16 +281,28 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
     else:
         raise CLIError(
             f"{path}: defines neither build_tree() nor a module-level 'tree'; add "
-            "def build_tree() -> py_trees.behaviour.Behaviour"
+            "def build_tree() -> py_trees.behaviour.Behaviour" + _agent_hint(module)
         )
     if not isinstance(tree, Behaviour):
         raise CLIError(
             f"{path.name}: build_tree()/tree must be a py_trees behaviour, "
-            f"got {type(tree).__name__}"
+            f"got {type(tree).__name__}" + _agent_hint(module, tree)
         )
     launch = Launch(kind="script", target=str(path.resolve()), inputs=inputs,
                     config=_config_path(config), cwd=str(Path.cwd()))
     return Target(tree=tree, state=state, launch=launch, llm=llm)
+
+
+def _agent_hint(module: types.ModuleType, given: Any = None) -> str:
+    """How to run the `Agent` a script made (or gave as its tree): its tree, and its question."""
+    from jianmu.nodes.agent import Agent
+
+    name = next((key for key, value in vars(module).items()
+                 if isinstance(value, Agent) and (given is None or value is given)), None)
+    if name is None:
+        return ""
+    return (f"; for the Agent {name!r}: tree = {name}.as_node(), and its question as "
+            "--input 'messages:=[{\"role\": \"user\", \"content\": \"...\"}]'")
 
 
 def configured_llm(config: AppConfig, who: str) -> Any:

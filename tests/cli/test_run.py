@@ -208,6 +208,11 @@ def test_a_run_that_timed_out_is_resumed(project: Project) -> None:
     ("param.py", "def build_tree(size):\n    pass\n",
      "build_tree() has a required parameter 'size'"),
     ("int.py", "tree = 42\n", "must be a py_trees behaviour, got int"),
+    # a script of an Agent alone (or given as the tree) is told how its tree and question go
+    ("agent.py", "from jianmu import Agent, ScriptedLLM\nhelper = Agent(ScriptedLLM(['Hi.']))\n",
+     "for the Agent 'helper': tree = helper.as_node(), and its question as --input 'messages:="),
+    ("agent_tree.py", "from jianmu import Agent, ScriptedLLM\ntree = Agent(ScriptedLLM(['Hi.']))\n",
+     "got Agent; for the Agent 'tree': tree = tree.as_node()"),
     ("strict.py", "from pydantic import BaseModel, ConfigDict\n"
                   "import py_trees\n"
                   "class STATE_SCHEMA(BaseModel):\n    model_config = ConfigDict(extra='forbid')\n"
