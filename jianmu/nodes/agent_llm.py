@@ -531,7 +531,7 @@ class AgentLLMNode(GuardedTurn):
     async def _replayed(self, llm: BaseLLMProvider, request: ChatRequest) -> LLMResponse:
         """The reply as the base ``send_stream`` would replay it, its ``text_pieces`` as
         ``llm.call.delta``: the same events, without a generator and an object per piece."""
-        response = await llm.whole_reply(request)
+        response = _reply_of(llm, await llm.whole_reply(request))
         text = response.text
         if text:
             self.events.emit_each("llm.call.delta", "text", llm.text_pieces(text))

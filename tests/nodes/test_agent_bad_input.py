@@ -13,6 +13,7 @@ from jianmu.constraints import Constraints
 from jianmu.errors import ToolValidationError
 from jianmu.guard.guardrails import PromptInjectionGuardrail
 from jianmu.llm.messages import Message
+from jianmu.llm.provider import BaseLLMProvider
 from jianmu.nodes import ToolExecutor, create_react_node
 from jianmu.runtime import ReactiveRunner, RunStatus
 from jianmu.state import StateManager
@@ -527,5 +528,24 @@ async def test_a_provider_that_returns_no_response_fails_the_run_naming_it(reply
     said = str(result.exception)
     assert f"_TextProvider returned a {type(reply).__name__}, not an LLMResponse" in said
     assert "LLMResponse(message=Message.assistant(text))" in said
-    events = [event.name async for event in Agent(_TextProvider(reply)).stream("Hi")]
-    assert events[-1] == "run.finished"
+    events = [event async for event in Agent(_TextProvider(reply)).stream("Hi")]
+    assert events[-1].name == "run.finished"
+    assert "not an LLMResponse" in str(events[-1].fields["result"].exception)
+
+
+class _SendsText(BaseLLMProvider):
+    """README's way to a provider of one's own (``send``), returning the reply's text."""
+
+    model = "mine"
+
+    async def send(self, request: Any) -> Any:
+        return "Hello."
+
+
+async def test_a_base_provider_whose_send_returns_text_fails_streamed_or_not_naming_it() -> None:
+    # streamed, the base send_stream's reply was read first: "'str' object has no attribute
+    # 'text'"
+    said = "the model provider _SendsText returned a str, not an LLMResponse"
+    assert said in str((await Agent(_SendsText()).run("Hi")).exception)
+    events = [event async for event in Agent(_SendsText()).stream("Hi")]
+    assert said in str(events[-1].fields["result"].exception)
