@@ -42,6 +42,7 @@ from jianmu.llm.provider import (
     StreamDone,
     StreamEvent,
     TextDelta,
+    ToolCallReady,
     from_name,
     replays_stream,
     takes_requests,
@@ -548,6 +549,11 @@ class AgentLLMNode(GuardedTurn):
                     emit("llm.call.delta", text=event.text)
                 elif isinstance(event, StreamDone):
                     return event.response
+                elif not isinstance(event, ToolCallReady):  # else read as a stream without end
+                    raise LLMError(
+                        f"the model's stream yielded a {type(event).__name__}: a provider's "
+                        "stream() yields TextDelta(text=...) pieces, then "
+                        "StreamDone(response=LLMResponse(...)) (from jianmu.llm.provider)")
         except BaseException:
             if self._in_flight is not None:  # what a stopped call read (`stopped_usage`)
                 self._in_flight.text_chars = chars

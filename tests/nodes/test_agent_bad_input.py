@@ -549,3 +549,28 @@ async def test_a_base_provider_whose_send_returns_text_fails_streamed_or_not_nam
     assert said in str((await Agent(_SendsText()).run("Hi")).exception)
     events = [event async for event in Agent(_SendsText()).stream("Hi")]
     assert said in str(events[-1].fields["result"].exception)
+
+
+class _YieldsText:
+    """A provider of one's own whose ``stream`` yields the reply's text as plain strings."""
+
+    model = "mine"
+
+    async def complete(self, messages: Any, **_: Any) -> Any:
+        raise AssertionError("streamed: never asked whole")
+
+    async def stream(self, messages: Any, **_: Any) -> Any:
+        for piece in ("Hel", "lo."):
+            yield piece
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_stream_of_plain_text_fails_saying_what_a_stream_yields() -> None:
+    # its pieces were passed over and the run failed with "the model's stream ended without
+    # a final response", though it had said something
+    events = [event async for event in Agent(_YieldsText()).stream("Hi")]
+    said = str(events[-1].fields["result"].exception)
+    assert "the model's stream yielded a str" in said
+    assert "TextDelta(text=...) pieces, then StreamDone(response=LLMResponse(...))" in said
