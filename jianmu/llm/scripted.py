@@ -231,7 +231,7 @@ class ScriptedLLM(BaseLLMProvider):
         """
         history = list(request.messages)
         if not self.requests:  # a fresh script meets a conversation: it may be a restored run
-            self._skip_replayed(history)
+            self._skip_replayed(history, frozenset(request.tool_names))
         self.requests.append(request)
         if self._position >= len(self._script):
             raise LLMError(
@@ -244,31 +244,46 @@ class ScriptedLLM(BaseLLMProvider):
         self._position += 1
         return self._to_response(entry, history, where)
 
-    def _skip_replayed(self, history: list[Message]) -> None:
+    def _skip_replayed(self, history: list[Message], offered: frozenset[str] = frozenset(),
+                       ) -> None:
         """Go on after the turns this script already played in ``history``.
 
         A run restored from a checkpoint (in another process, by `jianmu resume`) gets a new
         `ScriptedLLM` whose conversation already holds the script's first replies; when every
         assistant turn there is the script's next entry, in order, the script goes on after
         them, and the call ids it numbered continue. An answer the token limit cut off that
-        the agent had continued is one turn there, its entries' text joined. A conversation
-        that differs anywhere (a history from elsewhere), or a played turn that a function of
-        the script would answer, starts the script at its beginning.
+        the agent had continued is one turn there, its entries' text joined. In a hand-off
+        team's conversation, a turn calling a tool this request does not ``offered`` (the
+        ``transfer_to_...`` of the agent that handed over) was another agent's, and is passed
+        over when the turns do not match as they are. A conversation that differs anywhere
+        else (a history from elsewhere), or a played turn that a function of the script would
+        answer, starts the script at its beginning.
         """
         played = [m for m in history if m.role == "assistant"]
+        found = self._played(played)
+        own = [m for m in played if not m.tool_calls or offered.issuperset(
+            call.name for call in m.tool_calls)]
+        if found is None and len(own) < len(played):
+            found = self._played(own)
+        if found is not None:
+            self._position, numbered = found
+            self._next_id += numbered
+
+    def _played(self, played: list[Message]) -> tuple[int, int] | None:
+        """The script's position after ``played`` and how many call ids it numbered, if the
+        turns are its first entries in order."""
         if not played or len(played) > len(self._script):
-            return
+            return None
         position = numbered = 0
         for message in played:
             taken = _played_entries(self._script, position, message)
             if not taken:
-                return
+                return None
             for entry in self._script[position:position + taken]:
                 if isinstance(entry, (list, tuple)):
                     numbered += sum(1 for call in entry if _unnumbered(call))
             position += taken
-        self._position = position
-        self._next_id += numbered
+        return position, numbered
 
     def text_pieces(self, text: str) -> list[str]:
         """A reply streams word by word."""

@@ -235,6 +235,32 @@ def test_a_restored_run_goes_on_with_the_script_where_it_was(tmp_path: Any) -> N
     assert calls == ["call_1", "call_2", "call_3"]  # the numbering went on too
 
 
+def test_a_hand_off_teams_scripts_go_on_where_they_were_after_a_restore(tmp_path: Any) -> None:
+    """The agent handed to read the team's conversation with the hand-off turn of the agent
+    before it in it: its fresh script, in another process, started again at its first entry
+    (the deploy asked about again, and the answer never came)."""
+    from jianmu import Agent, SQLiteCheckpointer, handoff
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+
+    def team() -> tuple[Agent, ScriptedLLM]:
+        ops_llm = ScriptedLLM([[{"name": "_deploy", "arguments": {"target": "prod"}}],
+                               "Deployed to prod.", "Again?"])
+        ops = Agent(ops_llm, tools=[_TOOLS[0]], name="ops")
+        triage = Agent(ScriptedLLM([[{"name": "transfer_to_ops", "arguments": {}}]]),
+                       tools=[handoff(ops)], name="triage", checkpointer=store)
+        return triage, ops_llm
+
+    first = team()[0].run_sync("Ship it.")
+    assert [r.id for r in first.pending] == ["call_1"]
+    triage, ops_llm = team()  # as in another process
+    restored = triage.restore(first.run_id)
+    restored.approve()
+    done = triage.run_sync(resume=restored)
+    assert done.ok and done.output == "Deployed to prod."
+    assert len(ops_llm.requests) == 1 and ops_llm.remaining == 1
+
+
 def test_a_history_from_elsewhere_starts_the_script_at_its_beginning() -> None:
     llm = ScriptedLLM(["first", "second"])
     llm._skip_replayed([Message(role="user", content="hi"),
