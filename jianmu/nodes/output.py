@@ -418,13 +418,16 @@ class OutputSpec:
 
 def extract_json(text: str) -> str:
     """The JSON in a text answer: a fenced block's body, else the text from its first ``{`` or
-    ``[`` to the matching last one, else the text."""
+    ``[`` to the matching last one (words before and after it left out), else the text."""
     fenced = _FENCE.search(text)
     if fenced:
         return fenced.group(1).strip()
     stripped = text.strip()
-    if stripped[:1] in ("{", "[", '"') or not stripped:
+    if not stripped or stripped[0] == '"':
         return stripped
+    if stripped[0] in "{[":  # words after it left out, as words before it are
+        end = stripped.rfind("}" if stripped[0] == "{" else "]")
+        return stripped[:end + 1] if end > 0 else stripped
     for opening, closing in (("{", "}"), ("[", "]")):
         start, end = stripped.find(opening), stripped.rfind(closing)
         if 0 <= start < end:

@@ -212,6 +212,17 @@ async def test_text_mode_parses_a_fenced_block_and_retries_with_a_user_message()
     assert retry.role == "user" and "$.year" in (retry.content or "")
 
 
+@pytest.mark.parametrize("said", ['{"title": "Ran", "year": 1985} Enjoy!',
+                                  'Here it is: {"title": "Ran", "year": 1985}. Enjoy!'])
+async def test_text_mode_takes_a_json_answer_with_words_after_it(said: str) -> None:
+    # words before the object were left out, words after it failed the try as trailing data
+    llm = ScriptedLLM([said])
+    agent = create_react_node(llm, [], output_type=Movie, output_mode="text")
+    result = await ReactiveRunner(agent, start("A film?")).run()
+    assert result.ok and result.output == {"title": "Ran", "year": 1985}
+    assert len(llm.requests) == 1  # no retry spent on it
+
+
 async def test_native_mode_asks_for_a_strict_json_schema() -> None:
     llm = ScriptedLLM(['{"customer": "Ada", "items": []}'])
     agent = create_react_node(llm, [], output_type=Invoice, output_mode="native")
