@@ -93,6 +93,20 @@ class ApprovalRequest:
             return None
         return str(self.payload.get("question", self.summary))
 
+    @property
+    def tool(self) -> str | None:
+        """The tool of the call asked about (``payload["tool"]``; ``ask_user`` for its
+        question), None for a request of no tool."""
+        tool = self.payload.get("tool")
+        return tool if isinstance(tool, str) else None
+
+    @property
+    def arguments(self) -> dict[str, Any] | None:
+        """The call's whole arguments (``payload["arguments"]``): what to show a person, or
+        edit (``approve(id, arguments=...)``), rather than the shortened ``summary``."""
+        given = self.payload.get("arguments") if self.kind != QUESTION else None
+        return given if isinstance(given, dict) else None
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict."""
         return asdict(self)

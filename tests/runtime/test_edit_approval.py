@@ -16,7 +16,7 @@ from jianmu.llm import ScriptedLLM
 from jianmu.nodes import create_react_node
 from jianmu.nodes.state import AgentState
 from jianmu.runtime import SQLiteCheckpointer
-from jianmu.tools import Tool, tool
+from jianmu.tools import Tool, ToolSet, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -173,7 +173,7 @@ from jianmu import Constraints, ReactiveRunner, StateManager
 from jianmu.llm import ScriptedLLM
 from jianmu.nodes import create_react_node
 from jianmu.nodes.state import AgentState
-from jianmu.tools import Tool, tool
+from jianmu.tools import Tool, ToolSet, tool
 
 PAID = []
 
@@ -348,3 +348,19 @@ async def test_an_edit_with_an_argument_the_tool_refuses_is_refused_when_approve
     runner.approve("p", arguments={"to": "bob", "meta": {"tag": "x"}})
     assert (await runner.run(timeout=30)).status is RunStatus.SUCCESS
     assert POSTED == ["bob"]
+
+
+async def test_a_request_names_its_tool_and_whole_arguments_to_show_or_edit() -> None:
+    """What a person must see before deciding (the summary may be shortened) was reachable
+    only as ``payload["tool"]`` and ``payload["arguments"]``; a question has no arguments."""
+    runner = agent_runner()
+    (request,) = (await runner.run(timeout=30)).pending
+    assert (request.tool, request.arguments) == ("transfer", {"amount": 100, "to": "bob"})
+    runner.approve(request.id, arguments={**request.arguments, "amount": 5})
+    assert (await runner.run(timeout=30)).ok and PAID == [(5, "bob")]
+    asking = create_react_node(ScriptedLLM([
+        [{"name": "ask_user", "arguments": {"question": "Who?"}}], "Thanks."]),
+        ToolSet.resolve(["ask_user"]))
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "pay"}]})
+    (question,) = (await ReactiveRunner(asking, state).run(timeout=30)).pending
+    assert (question.question, question.tool, question.arguments) == ("Who?", "ask_user", None)
