@@ -477,7 +477,9 @@ class Agent:
         `CancelledError`), and its stream ends with that ``run.finished``. The id is every
         event's ``run_id``. Whether such a run was running (one that ended: nothing to stop).
         """
-        for runner in list(self._runs):
+        with self._lock:  # a run started meanwhile on another thread: "changed size"
+            runs = list(self._runs)
+        for runner in runs:
             if runner.run_id == run_id and runner._running:
                 runner.cancel()
                 return True
@@ -506,7 +508,8 @@ class Agent:
             config=self.config, interactive=self.interactive,
             tracer_provider=self.tracer_provider, extras=dict(extras or {}),
         )
-        self._runs.add(runner)
+        with self._lock:
+            self._runs.add(runner)
         result = runner._finished  # a run that ended: its result, as the runner returns it
         if result is None:  # stopped before its end (suspended, or its process died)
             state = runner.state
@@ -561,7 +564,8 @@ class Agent:
             interactive=self.interactive, user_roles=self.user_roles,
             tracer_provider=self.tracer_provider, extras=dict(extras or {}),
         )
-        self._runs.add(runner)
+        with self._lock:
+            self._runs.add(runner)
         return runner
 
     def _take(self) -> ReActLoop:
