@@ -45,6 +45,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -126,6 +127,12 @@ _CallKey = tuple[str, str]
 """A call's sub-run: the id of the run that called it, and its namespace there. The namespace
 alone (``research/call_1``) names a call of every run of the agent, as models reuse call ids:
 with it, another run went on with this one's sub-run."""
+
+
+_HELD = threading.Lock()
+"""Guards the calls every agent tool holds: one tool (an `Agent`'s ``as_tool()``) serves the
+runs of every thread (``run_sync`` on a server's request threads), and a run adding its calls
+while another read them failed that call ("Set changed size during iteration")."""
 
 
 class _Calls:
@@ -573,7 +580,8 @@ class AgentTool(Tool):
         calls: _Calls | None = ctx.agent_calls.get(id(self))  # the run holds this tool
         if calls is None:
             calls = ctx.agent_calls[id(self)] = _Calls()
-            self._held.add(calls)
+            with _HELD:
+                self._held.add(calls)
         return calls
 
     def _start(
@@ -624,13 +632,16 @@ class AgentTool(Tool):
                     f"the function given to agent_tool({self.name!r}) returned "
                     f"{type(tree).__name__}, not a behaviour tree"
                 )
-            if any(tree is held for each in self._held for held in each.trees.values()):
+            with _HELD:
+                taken = any(tree is held for each in self._held for held in each.trees.values())
+            if taken:
                 raise ToolExecutionError(
                     f"the function given to agent_tool({self.name!r}) returned the tree "
                     "another call is running; it must build a fresh tree for each call"
                 )
             self._refuse_running(tree, ctx)
-            calls.trees[key] = tree
+            with _HELD:
+                calls.trees[key] = tree
         return tree
 
     def _refuse_running(self, tree: py_trees.behaviour.Behaviour, ctx: RunContext) -> None:
@@ -662,7 +673,8 @@ class AgentTool(Tool):
             runner.detach()
         if self._holder == key:
             self._holder = None
-        tree = calls.trees.pop(key, None)
+        with _HELD:
+            tree = calls.trees.pop(key, None)
         if tree is not None:
             await close_tree(tree)
 
@@ -707,7 +719,9 @@ class AgentTool(Tool):
 
     async def aclose(self) -> None:
         """End the worker threads and sandboxes the sub-agent's tree keeps."""
-        for calls in list(self._held):
+        with _HELD:
+            held = list(self._held)
+        for calls in held:
             for key in list(calls.runs):
                 await self._finish(calls, key)
         if not self._factory:
