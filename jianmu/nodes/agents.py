@@ -514,34 +514,26 @@ class AgentTool(Tool):
                 await self._finish(calls, key)
                 runner = None
             if runner is None:
-                holder = self._holder
-                if holder is not None and holder[0] != key[0]:
-                    # waiting would never end: the decision belongs to the other run
-                    raise ToolExecutionError(
-                        f"agent {self.name!r} is busy with a call of another run, which waits "
-                        "for a person; its tree serves one call at a time (give agent_tool() a "
-                        "function that builds the tree, for a tree per call)"
+                self._claim(key)
+                try:
+                    if ctx.agent_runs[0] >= MAX_AGENT_RUNS:
+                        raise ToolExecutionError(
+                            f"agent {self.name!r} not run: this run already started "
+                            f"{MAX_AGENT_RUNS} agent runs; answer with what you have"
+                        )
+                    ctx.agent_runs[0] += 1
+                    runner = self._start(
+                        calls, arguments, view, record, ctx, constraints or ctx.constraints,
+                        f"{node_path}/{agent_part(self.name, label)}" if node_path else
+                        agent_part(self.name, label), f"{relative}/",
+                        None if guardrails is None else guardrails(), (call_id, node_path),
                     )
-                if holder is not None and holder != key:
-                    raise ToolSuspended(
-                        f"agent {self.name!r} is busy with call {holder[1]!r}, which waits "
-                        "for a person; this call runs after it"
-                    )
-                if ctx.agent_runs[0] >= MAX_AGENT_RUNS:
-                    raise ToolExecutionError(
-                        f"agent {self.name!r} not run: this run already started "
-                        f"{MAX_AGENT_RUNS} agent runs; answer with what you have"
-                    )
-                ctx.agent_runs[0] += 1
-                runner = self._start(
-                    calls, arguments, view, record, ctx, constraints or ctx.constraints,
-                    f"{node_path}/{agent_part(self.name, label)}" if node_path else
-                    agent_part(self.name, label), f"{relative}/",
-                    None if guardrails is None else guardrails(), (call_id, node_path),
-                )
+                except BaseException:
+                    self._release(key)
+                    raise
                 runner.asked = asked
-            if not self._factory:
-                self._holder = key
+            else:  # a call resumed holds the tree as it did, waiting for a person
+                self._claim(key)
             try:
                 result = await runner.run()
             except BaseException:
@@ -656,6 +648,37 @@ class AgentTool(Tool):
                 "function that builds the tree, for a tree per call"
             )
 
+    def _claim(self, key: _CallKey) -> None:
+        """Take a shared tree for the call ``key``, at once: another thread's run may ask for
+        it as this one does (a tree per call needs none).
+
+        Raises:
+            ToolExecutionError: a call of another run holds it: running (on another thread),
+                or waiting for a person, whose decision belongs to that run.
+            ToolSuspended: another call of this run holds it, waiting for a person.
+        """
+        if self._factory:
+            return
+        with _HELD:
+            holder = self._holder
+            if holder is None or holder == key:
+                self._holder = key
+                return
+        if holder[0] != key[0]:  # waiting would never end: that run's, not this one's
+            raise ToolExecutionError(
+                f"agent {self.name!r} is busy with a call of another run (running, or waiting "
+                "for a person); its tree serves one call at a time (give agent_tool() a "
+                "function that builds the tree, for a tree per call)"
+            )
+        raise ToolSuspended(f"agent {self.name!r} is busy with call {holder[1]!r}, which waits "
+                            "for a person; this call runs after it")
+
+    def _release(self, key: _CallKey) -> None:
+        """Give the shared tree back, if the call ``key`` holds it."""
+        with _HELD:
+            if self._holder == key:
+                self._holder = None
+
     def _exclusive(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """One call at a time on a shared tree (a lock of the running loop); none needed for
         a tree per call."""
@@ -671,8 +694,7 @@ class AgentTool(Tool):
         runner = calls.runs.pop(key, None)
         if runner is not None:
             runner.detach()
-        if self._holder == key:
-            self._holder = None
+        self._release(key)
         with _HELD:
             tree = calls.trees.pop(key, None)
         if tree is not None:

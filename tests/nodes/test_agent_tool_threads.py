@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 import jianmu.nodes.agents as agents
-from jianmu import Agent, ScriptedLLM
+from jianmu import Agent, ScriptedLLM, tool
 from jianmu.llm.messages import Message
+from jianmu.nodes import agent_tool, create_react_node
 
 
 def _lead() -> tuple[Agent, Any]:
@@ -75,3 +76,41 @@ def test_a_run_on_another_thread_starting_its_sub_agent_fails_no_call(
     others[0].join(30)
     assert not others[0].is_alive()
     assert result.output == "lead: sub: 1", result.output
+
+
+def test_a_shared_tree_running_on_another_thread_is_said_busy_running_not_waiting() -> None:
+    """One tree given to ``agent_tool`` serves one call at a time; a run on another thread
+    that called it while a call ran was told the call "waits for a person", and the two
+    could both take the tree, its check and its taking apart."""
+    entered, go_on = threading.Event(), threading.Event()
+
+    @tool
+    def work(x: int) -> str:
+        """Work."""
+        entered.set()
+        assert go_on.wait(30)
+        return f"worked {x}"
+
+    def sub_model(messages: list[Message]) -> Any:
+        if messages[-1].role == "user":
+            return [{"name": "work", "arguments": {"x": int(messages[-1].content or "0")}}]
+        return f"sub: {messages[-1].content}"
+
+    def lead_model(messages: list[Message]) -> Any:
+        if messages[-1].role == "user":
+            return [{"name": "sub", "arguments": {"input": messages[-1].content}}]
+        return f"lead: {messages[-1].content}"
+
+    shared = create_react_node(ScriptedLLM([sub_model] * 4), [work], name="sub")
+    lead = Agent(ScriptedLLM([lead_model] * 4),
+                 tools=[agent_tool(shared, name="sub", description="One tree.")])
+    first: list[Any] = []
+    running = threading.Thread(target=lambda: first.append(lead.run_sync("1")))
+    running.start()
+    assert entered.wait(30)  # the first run's call holds the tree
+    second = lead.run_sync("2")
+    go_on.set()
+    running.join(30)
+    assert first[0].output == "lead: sub: worked 1"
+    assert "busy with a call of another run (running, or waiting for a person)" in (
+        second.output or ""), second.output
