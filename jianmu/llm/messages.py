@@ -128,7 +128,8 @@ class Message(BaseModel):
         if type(content) is list or isinstance(content, tuple):
             rest, found = media_from_parts(content)
             if found:
-                return {**data, "content": rest, "media": [*data.get("media", ()), *found]}
+                return {**data, "content": _without_stand_ins(rest, found),
+                        "media": [*data.get("media", ()), *found]}
         return data
 
     @field_validator("content", mode="before")
@@ -239,8 +240,15 @@ class Message(BaseModel):
         return cls.model_validate(_openai_fields(data))
 
     def to_openai(self) -> dict[str, Any]:
-        """This message in the OpenAI chat format."""
-        content = self.content
+        """This message in the OpenAI chat format: its media each said by a line of its text
+        (`with_stand_ins`), and its images ``image_url`` parts after it, but in a tool message,
+        which holds text only there (`messages_to_openai` sends them after it)."""
+        content: Any = self.content
+        if self.media:  # else a user's picture was lost on the way (and back: `_read_shapes`)
+            content = with_stand_ins(content, self.media)
+            parts = openai_image_parts(self.media) if self.role != "tool" else []
+            if parts:
+                content = [{"type": "text", "text": content}, *parts]
         if content is None and not self.tool_calls:
             # OpenAI refuses a null content but beside tool calls (an empty reply streamed)
             content = ""
@@ -735,6 +743,19 @@ OPENAI_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/w
 """Image types OpenAI's chat models read from an ``image_url`` data URL."""
 ANTHROPIC_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Image types an Anthropic ``image`` block takes."""
+
+
+def _without_stand_ins(parts: list[Any], media: Sequence[MediaPart]) -> list[Any]:
+    """Content parts read back without the stand-in lines `with_stand_ins` wrote after their
+    text for ``media``: a history sent again would say each part once more per round."""
+    said = "\n".join(part.describe() for part in media)
+    last = parts[-1] if parts else None
+    text = last.get("text") if isinstance(last, dict) and part_type(last) == "text" else last
+    if not isinstance(text, str) or not text.endswith(said):
+        return parts
+    kept = text[:-len(said)].removesuffix("\n")
+    shortened = {**last, "text": kept} if isinstance(last, dict) else kept
+    return [*parts[:-1], shortened] if kept else parts[:-1]
 
 
 def with_stand_ins(text: str | None, media: Sequence[MediaPart]) -> str:

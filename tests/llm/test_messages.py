@@ -376,3 +376,25 @@ def test_openai_call_ids_past_40_characters_are_shortened_alike_in_call_and_resu
     ids = [c["id"] for c in sent[1]["tool_calls"]]
     assert [m["tool_call_id"] for m in sent[2:]] == ids and ids[1] == "call_1"
     assert len(ids[0]) == 40 and ids[0].startswith("chatcmpl-tool-")
+
+
+def test_a_users_picture_goes_out_and_comes_back_once() -> None:
+    """``Message.to_openai()`` left a user's image out (a history kept as OpenAI dicts lost
+    it), and a history sent and read back (`messages_to_openai`, then `from_openai`) said each
+    image once more per round: its stand-in line stayed in the text."""
+    from jianmu.llm.messages import messages_from_openai, messages_to_openai
+
+    picture = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    asked = Message.from_openai({"role": "user", "content": [
+        {"type": "text", "text": "What is this?"}, picture]})
+    assert asked.to_openai() == {"role": "user", "content": [
+        {"type": "text", "text": "What is this?\n[image: image/png, about 8 bytes]"}, picture]}
+    assert Message.from_openai(asked.to_openai()) == asked
+    history = [asked]
+    for _ in range(3):
+        history = messages_from_openai(messages_to_openai(history))
+    assert history == [asked]
+    bare = Message.from_openai({"role": "user", "content": [picture]})
+    assert Message.from_openai(bare.to_openai()) == bare
+    shown = Message(role="tool", content="chart", tool_call_id="c1", media=asked.media)
+    assert shown.to_openai()["content"] == "chart\n[image: image/png, about 8 bytes]"
