@@ -805,14 +805,15 @@ def media_from_anthropic(blocks: Iterable[Any]) -> tuple[list[Any], list[MediaPa
 
 
 def media_from_parts(parts: Iterable[Any]) -> tuple[list[Any], list[MediaPart]]:
-    """Split content parts into the others and the images: OpenAI ``image_url`` parts with a
-    base64 ``data:`` URL, and Anthropic base64 ``image`` blocks."""
+    """Split content parts into the others and the images: OpenAI ``image_url`` parts (the
+    Responses API's and the Agents SDK's ``input_image``) with a base64 ``data:`` URL, and
+    Anthropic base64 ``image`` blocks."""
     rest: list[Any] = []
     media: list[MediaPart] = []
     for part in parts:
         url = part.get("image_url") if isinstance(part, dict) else None
         url = url.get("url") if isinstance(url, dict) else url
-        if part_type(part) == "image_url" and isinstance(url, str):
+        if part_type(part) in ("image_url", "input_image") and isinstance(url, str):
             head, sep, data = url.partition(";base64,")
             if not (head.startswith("data:") and sep):
                 raise ValueError(f"image part {url[:40]!r}: only base64 data URLs are supported")

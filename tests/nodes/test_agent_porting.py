@@ -364,3 +364,23 @@ def test_a_runs_dependencies_reach_its_tools_as_pydantic_ais_deps_do(tmp_path: P
     restored = later.restore(first.run_id, extras={"user": "ada"})
     restored.approve()
     assert later.run_sync(resume=restored, extras={"db": db}).output == "ada: ['A1']"
+
+
+def test_an_agents_sdk_input_list_with_a_picture_continues_the_conversation() -> None:
+    """The Agents SDK's ``input_image`` part (a data URL) was refused as a part of no known
+    type: its whole history could not go on."""
+    picture = "data:image/png;base64,iVBORw0KGgo="
+    history = [
+        {"role": "user", "content": [{"type": "input_text", "text": "What is this?"},
+                                     {"type": "input_image", "image_url": picture,
+                                      "detail": "auto"}]},
+        {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+         "content": [{"type": "output_text", "text": "A dot.", "annotations": []}]},
+    ]
+    llm = ScriptedLLM(["Still a dot."])
+    assert Agent(llm).run_sync("And now?", history=history).output == "Still a dot."
+    asked = llm.requests[0].messages[0]
+    assert asked.content == "What is this?" and asked.media[0].data_url() == picture
+    with pytest.raises(ValueError, match="input_image' is not supported"):  # a file's id
+        Agent(llm).run_sync("Hi", history=[{"role": "user", "content": [
+            {"type": "input_image", "file_id": "file-123"}]}])
