@@ -499,7 +499,7 @@ class AgentLLMNode(GuardedTurn):
         IN_FLIGHT.set(call)
         streams = self.stream
         if streams is None:  # automatic: when someone reads the deltas (not a recorder of all)
-            streams = self._can_stream and self.events.asked_for("llm.call.delta")
+            streams = self.events.asked_for("llm.call.delta")
         if streams and self._checked_turn:  # its text is read once the guardrails passed it
             streams = False
         if takes_requests(llm, stream=streams, params=params):
@@ -518,6 +518,8 @@ class AgentLLMNode(GuardedTurn):
         tools = list(toolset) or None
         if not streams:
             return llm.complete(messages, tools=tools, **params)
+        if not self._can_stream:  # complete() alone: its answer one delta, as a base replays it
+            return self._whole(llm.complete(messages, tools=tools, **params))
         return self._streamed(llm.stream(messages, tools=tools, **params))
 
     def _request_tools(self, toolset: ToolSet) -> tuple[dict[str, Any], ...]:
@@ -536,6 +538,14 @@ class AgentLLMNode(GuardedTurn):
         text = response.text
         if text:
             self.events.emit_each("llm.call.delta", "text", llm.text_pieces(text))
+        return response
+
+    async def _whole(self, reply: Awaitable[LLMResponse]) -> LLMResponse:
+        """The reply of a provider that cannot stream, its text one ``llm.call.delta``: a
+        reader that prints the deltas (README's chat loop) printed nothing of it."""
+        response = _reply_of(self.llm, await reply)
+        if response.text:
+            self.events.emit("llm.call.delta", text=response.text)
         return response
 
     async def _streamed(self, events: AsyncIterator[StreamEvent]) -> LLMResponse:

@@ -120,7 +120,10 @@ async def test_a_run_without_a_reader_does_not_stream() -> None:
                                   if e.name == "llm.call.delta"] == ["a ", "short ", "answer"]
 
 
-async def test_a_provider_that_cannot_stream_is_streamed_without_deltas() -> None:
+async def test_a_provider_that_cannot_stream_gives_its_answer_as_one_delta() -> None:
+    """A provider of ``complete()`` alone gave no delta at all: a reader that prints the
+    deltas, as README's chat loop does, printed nothing; a base provider's reply is replayed
+    as deltas, and so is this one's, whole."""
     class OnlyComplete:
         model = "plain"
 
@@ -133,7 +136,7 @@ async def test_a_provider_that_cannot_stream_is_streamed_without_deltas() -> Non
     runner = ReactiveRunner(create_react_node(OnlyComplete(), []), start())  # type: ignore[arg-type]
     events = await collect(runner)
     assert events[-1].fields["result"].ok and runner.state.get("final_answer") == "plain answer"
-    assert not [e for e in events if e.name == "llm.call.delta"]
+    assert [e.fields["text"] for e in events if e.name == "llm.call.delta"] == ["plain answer"]
 
 
 async def test_an_openai_compatible_server_streams_the_run() -> None:
