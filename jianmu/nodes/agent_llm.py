@@ -740,6 +740,12 @@ class AgentLLMNode(GuardedTurn):
         if run_usage.namespace != self.state.namespace:
             # a skill's namespace: the run's total lives at the root, for budgets and reports
             run_usage.update({"usage": usage})
+        if self._checked_turn and not later and tripped is None and text and not (
+                guarded_output and turn.refused_answer is not None) and (
+                self.stream if self.stream is not None else events.asked_for("llm.call.delta")):
+            # not streamed while guardrails could refuse it: passed, its text is one delta (a
+            # reader that prints the deltas, as README's chat loop does, printed nothing)
+            events.emit("llm.call.delta", text=text)
         if events.wants("llm.call.completed"):
             events.emit(  # the model that answered: a fallback's, when the first failed
                 "llm.call.completed", model=answered, tool_calls=called,

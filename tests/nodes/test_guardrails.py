@@ -409,6 +409,29 @@ async def test_input_guardrails_that_passed_at_once_leave_the_turn_streamed(
     assert isinstance(result.exception, GuardrailTripped) and texts == []
 
 
+async def test_an_answer_output_guardrails_passed_is_one_delta_once_they_did() -> None:
+    """A turn output guardrails check is not streamed (a delta could hold what they refuse);
+    it gave no delta even once they passed it, and README's chat loop, which prints the
+    deltas, printed nothing of the answer. Nor does a slow input guardrail's turn."""
+    async def slow_pass(ctx: Any, text: str) -> None:
+        await asyncio.sleep(0)
+
+    async def deltas(**guardrails: Any) -> tuple[list[str], Any]:
+        agent = Agent(ScriptedLLM(["Hello Ada, nice to meet you."]), **guardrails)
+        events = [event async for event in agent.stream("I am Ada.")]
+        names = [e.name for e in events]
+        if "llm.call.delta" in names:  # the answer, then the turn's end
+            assert names.index("llm.call.delta") < names.index("llm.call.completed")
+        return [e.fields["text"] for e in events if e.name == "llm.call.delta"], \
+            events[-1].fields["result"]
+
+    for guardrails in ({"output_guardrails": [no_secrets]}, {"input_guardrails": [slow_pass]}):
+        texts, result = await deltas(**guardrails)
+        assert result.ok and texts == ["Hello Ada, nice to meet you."], (guardrails, texts)
+    texts, result = await deltas(output_guardrails=[lambda ctx, text: Tripwire("no")])
+    assert isinstance(result.exception, GuardrailTripped) and texts == []
+
+
 def test_a_trip_withholds_every_user_message_of_the_turn_and_the_next_one_is_answered() -> None:
     # README: the one refused and any sent with it, passed or not yet checked, are withheld
     from jianmu.nodes.guarded_turn import WITHHELD
