@@ -36,6 +36,7 @@ from jianmu.llm.provider import (
     close_stream,
     from_config,
     from_name,
+    replayed,
     takes_requests,
 )
 
@@ -286,6 +287,9 @@ class FallbackLLM(BaseLLMProvider):
                 continue
             if takes_requests(llm, stream=True, params=request.params):
                 events = llm.send_stream(request)  # type: ignore[union-attr]
+            elif not _streams(llm):  # complete() alone: its reply replayed (it failed the run)
+                events = _replay(llm.complete(request.messages, tools=request.tools or None,
+                                              tool_choice=request.tool_choice, **request.params))
             else:
                 events = llm.stream(request.messages, tools=request.tools or None,
                                     tool_choice=request.tool_choice, **request.params)
@@ -364,3 +368,17 @@ class FallbackLLM(BaseLLMProvider):
                 failure = failure or exc
         if failure is not None:
             raise failure
+
+
+def _streams(llm: Any) -> bool:
+    """Whether ``llm`` has a stream: a base provider's, or one of its own."""
+    if isinstance(llm, BaseLLMProvider):
+        return True
+    method = getattr(type(llm), "stream", None)
+    return callable(method) and method is not LLMProvider.stream
+
+
+async def _replay(reply: Awaitable[LLMResponse]) -> AsyncIterator[StreamEvent]:
+    """The events of a provider's whole reply, as a stream would give them."""
+    for event in replayed(await reply):
+        yield event

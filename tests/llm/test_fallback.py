@@ -564,3 +564,38 @@ def test_a_refusal_whose_body_broke_off_is_passed_over_and_billed_nothing(
     assert result.output == "Hello from the backup."
     assert result.usage.requests == 1
     assert len(first.requests) == len(second.requests) == 1
+
+
+class _CompleteOnly:
+    """A provider of one's own: ``complete()`` alone, no stream."""
+
+    def __init__(self, reply: str | None) -> None:
+        self.model = "mine" if reply else "down"
+        self.reply = reply
+
+    async def complete(self, messages: Any, **_: Any) -> Any:
+        from jianmu.llm import LLMResponse, Message
+
+        if self.reply is None:
+            raise LLMTransientError("HTTP 503: overloaded")
+        return LLMResponse(message=Message.assistant(self.reply))
+
+    async def close(self) -> None:
+        pass
+
+
+def test_a_streamed_fallback_over_providers_without_a_stream_answers() -> None:
+    """A streamed run (``agent.stream``, ``runner.stream``) of a `FallbackLLM` of providers
+    of ``complete()`` alone failed: "'_CompleteOnly' object has no attribute 'stream'"."""
+    import asyncio
+
+    from jianmu import Agent
+
+    async def streamed(llm: FallbackLLM) -> tuple[list[str], Any]:
+        events = [event async for event in Agent(llm).stream("Hi")]
+        texts = [e.fields["text"] for e in events if e.name == "llm.call.delta"]
+        return texts, events[-1].fields["result"]
+
+    for models in ([_CompleteOnly("Hello.")], [_CompleteOnly(None), _CompleteOnly("Hello.")]):
+        texts, result = asyncio.run(streamed(FallbackLLM(models)))
+        assert result.ok and result.output == "Hello." and texts == ["Hello."], result.exception
