@@ -672,11 +672,13 @@ def messages_from_anthropic(
     """Convert an Anthropic ``(system, messages)`` pair back to `Message`s.
 
     ``tool_result`` blocks become tool messages named after the ``tool_use`` they answer;
-    text blocks of one message are joined; ``thinking`` and ``redacted_thinking`` blocks are
-    kept as the message's ``reasoning``.
+    text blocks of one message are joined; base64 ``image`` blocks are its ``media`` (the
+    stand-in lines `messages_to_anthropic` wrote for them left out); ``thinking`` and
+    ``redacted_thinking`` blocks are kept as the message's ``reasoning``.
 
     Raises:
-        ValueError: a role or block that has no `Message` equivalent (images, documents).
+        ValueError: a role or block that has no `Message` equivalent (a document, an image
+            by URL).
     """
     out: list[Message] = []
     if system is not None:
@@ -720,7 +722,7 @@ def messages_from_anthropic(
                     content = block.get("content")
                     texts_in, media = media_from_anthropic(_blocks(content, where))
                     text = content if isinstance(content, str) else _join_text_parts(
-                        texts_in, where
+                        _without_stand_ins(texts_in, media) if media else texts_in, where
                     )
                     out.append(
                         Message(role="tool", content=text, tool_call_id=call_id,
@@ -729,7 +731,9 @@ def messages_from_anthropic(
                 else:
                     pending.append(block)
             if pending or not blocks:
-                out.append(Message(role="user", content=_join_text_parts(pending, where)))
+                rest, media = media_from_parts(pending)  # a user's pictures: refused, they were
+                out.append(Message(role="user", media=media, content=_join_text_parts(
+                    _without_stand_ins(rest, media) if media else rest, where)))
         else:
             raise ValueError(
                 f"{where}: role {role!r} is not an Anthropic role; use 'user' or 'assistant' "
