@@ -551,6 +551,14 @@ def _noop() -> None:
 class RunContext:
     """The run's configuration, constraints, event bus, interaction channel and tracer."""
 
+    def __class_getitem__(cls, item: Any) -> Any:
+        # pydantic-ai's tools are written ctx: RunContext[Deps]: said so, not "not subscriptable"
+        raise TypeError(
+            "Jianmu's RunContext takes no type (pydantic-ai's RunContext[Deps] does): annotate "
+            "ctx: RunContext, and pass what pydantic-ai gives as deps= as extras={...} on the "
+            "run (agent.run(..., extras={'deps': deps})), read as ctx.extras['deps']"
+        )
+
     config: AppConfig = field(default_factory=default_config)
     """The loaded configuration (`default_config`, shared and read-only, when none is given)."""
     constraints: Constraints = field(default_factory=Constraints)

@@ -384,3 +384,10 @@ def test_an_agents_sdk_input_list_with_a_picture_continues_the_conversation() ->
     with pytest.raises(ValueError, match="input_image' is not supported"):  # a file's id
         Agent(llm).run_sync("Hi", history=[{"role": "user", "content": [
             {"type": "input_image", "file_id": "file-123"}]}])
+
+
+def test_a_pydantic_ai_tools_typed_run_context_says_how_jianmu_passes_deps() -> None:
+    """``def tool(ctx: RunContext[Deps], ...)`` failed at import with "type 'RunContext' is
+    not subscriptable", naming neither the annotation to write nor where deps go."""
+    with pytest.raises(TypeError, match=r"annotate ctx: RunContext, .* extras=\{\.\.\.\}"):
+        RunContext[dict]  # type: ignore[misc]
