@@ -132,7 +132,10 @@ class FirstStep(Coroutine[Any, Any, Any]):
         waits = self.waits
         if waits is not NOT_YET:  # the task's first step: wait for what the eager one did
             self.waits = NOT_YET
-            return waits
+            if waits is not None:
+                return waits
+            # a bare yield (``sleep(0)``) asked for one turn of the loop, and this is it:
+            # yielded again, the coroutine went on a turn late, after a tick at once
         self.started = True
         return self.coro.send(value)
 

@@ -195,6 +195,32 @@ async def test_a_cancelled_error_raised_in_the_first_step_is_a_cancelled_node_no
     assert result.status is RunStatus.FAILURE
 
 
+async def test_a_leaf_that_yields_once_ends_by_the_next_tick_taken_at_once() -> None:
+    """``await asyncio.sleep(0)`` asks for one turn of the loop: the leaf ends before the next
+    tick, which the runner takes after one turn, as py_trees' next tick ends a leaf RUNNING for
+    one tick. Its task yielded the eager step's bare yield a second time, so a `Retry` beside
+    it failed its third attempt first: the parallel failed where py_trees' succeeds."""
+    log: list[str] = []
+
+    class Yields(AsyncNode):
+        async def update_async(self) -> Status:
+            await asyncio.sleep(0)
+            log.append("yields ended")
+            return Status.SUCCESS
+
+    class Fails(AsyncNode):
+        async def update_async(self) -> Status:
+            log.append("failed")
+            return Status.FAILURE
+
+    root = py_trees.composites.Parallel(
+        "par", policy=py_trees.common.ParallelPolicy.SuccessOnOne(), children=[
+            Yields("yields"), py_trees.decorators.Retry("retry", Fails("fails"), 3)])
+    result = await ReactiveRunner(root).run(timeout=10)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert log == ["failed", "yields ended", "failed"]
+
+
 async def test_a_subclass_initialise_after_super_is_done_before_the_first_step() -> None:
     """The first step runs in `update`, after the whole `initialise` of a subclass that starts
     with ``super().initialise()`` and then sets what ``update_async`` reads."""
