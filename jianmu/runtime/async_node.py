@@ -706,13 +706,12 @@ class Ticker:
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
         self._waits = 0  # ticks after which the runner waited (a task, a wake-up)
         self._nodes: int | None = None  # the tree's size, once a round needed it
+        self.flying = False  # the last tick left an async node's task going: `ready_first`
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""
-        self._at_rest = None
+        self._at_rest = self._rest_began = self._nodes = None
         self._rounds.clear()
-        self._rest_began = None
-        self._nodes = None
         self._wake_again()
 
     def _wake_again(self) -> None:
@@ -751,9 +750,8 @@ class Ticker:
             return TickPlan(True, False, None)
         # a node RUNNING with no running child, a selector stopping earlier ones, an ended
         # node that its parent ticks again (it starts anew): the next tick changes the tree
-        again = False
+        again = poll = flying = False
         loops = False  # a Repeat without end starts its child's next run
-        poll = False
         due: float | None = None
         kinds = _KINDS
         for node in visited:
@@ -792,6 +790,7 @@ class Ticker:
                         poll = True
                 elif kind & _ASYNC:
                     poll = poll or node.wants_tick  # type: ignore[attr-defined]
+                    flying = flying or node._task is not None  # type: ignore[attr-defined]
                 elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True
@@ -800,6 +799,7 @@ class Ticker:
                 # async or a plain py_trees leaf; a leaf of the runtime's own ended gives the
                 # same result until the state changes: no tick for it
                 again = ticked_again(node)
+        self.flying = flying
         if not (again or wrote):
             self._at_rest = None
             self._waits += 1

@@ -231,3 +231,21 @@ def started_task(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
     else:
         done.set_result(outcome.value)
     return done
+
+
+TURNS = 8
+"""Turns of the loop a tick taken at once waits at most for what is ready to run first."""
+
+
+async def ready_first(flying: bool) -> None:
+    """Let the loop run what is ready before a tick taken at once: one turn, and while a
+    node's task goes on (``flying``) up to `TURNS` while the loop has callbacks ready, so work
+    that waits for nothing (a gather of steps that end at once) ends before the tick, as it
+    ends before py_trees' next (its leaf was RUNNING there, a sibling ``Retry`` ran again)."""
+    await asyncio.sleep(0)
+    # asyncio's own loops' queue of ready callbacks (none known on another loop: one turn)
+    ready = getattr(asyncio.get_running_loop(), "_ready", None) if flying else None
+    for _ in range(TURNS - 1):
+        if not ready:
+            return
+        await asyncio.sleep(0)

@@ -22,7 +22,7 @@ from py_trees.common import Status
 from jianmu.config import AppConfig, default_config
 from jianmu.constraints import Constraints
 from jianmu.errors import CheckpointError, RunFailed, TreeMismatchError
-from jianmu.runtime import _turns
+from jianmu.runtime import _turns, eager
 from jianmu.runtime._sync_loop import shut_down, thread_started
 from jianmu.runtime.async_node import (
     BINDER,
@@ -862,7 +862,7 @@ class ReactiveRunner:
                 # the next tick changes the tree by itself (or a node of this tick cancelled
                 # the run): take it now, letting the loop run first (a cancel, tasks)
                 if plan.again or self._cancel_requested:
-                    await asyncio.sleep(0)
+                    await eager.ready_first(self._ticker.flying)
                     continue
                 wait = (remaining if plan is IDLE_PLAN
                         else plan.wait(remaining, self.config.runtime.poll_interval))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import sys
+from collections.abc import Awaitable, Callable
 
 import anyio
 import py_trees
@@ -195,17 +196,31 @@ async def test_a_cancelled_error_raised_in_the_first_step_is_a_cancelled_node_no
     assert result.status is RunStatus.FAILURE
 
 
-async def test_a_leaf_that_yields_once_ends_by_the_next_tick_taken_at_once() -> None:
-    """``await asyncio.sleep(0)`` asks for one turn of the loop: the leaf ends before the next
-    tick, which the runner takes after one turn, as py_trees' next tick ends a leaf RUNNING for
-    one tick. Its task yielded the eager step's bare yield a second time, so a `Retry` beside
-    it failed its third attempt first: the parallel failed where py_trees' succeeds."""
+async def _sleep_twice() -> None:
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
+async def _gather() -> None:
+    await asyncio.gather(asyncio.sleep(0), asyncio.sleep(0))
+
+
+@pytest.mark.parametrize("work", [lambda: asyncio.sleep(0), _sleep_twice, _gather],
+                         ids=["sleep0", "sleep0_twice", "gather"])
+async def test_work_that_takes_no_time_ends_before_the_next_tick_taken_at_once(
+    work: Callable[[], Awaitable[None]],
+) -> None:
+    """A leaf whose work waits for nothing ends before the runner's next tick taken at once, as
+    py_trees' next tick ends a leaf RUNNING for one tick. The task yielded ``sleep(0)``'s step
+    a second time, and the runner let one turn of the loop pass: the leaf was RUNNING at that
+    tick, and a `Retry` beside it failed a third time, the parallel failed where py_trees'
+    succeeds."""
     log: list[str] = []
 
-    class Yields(AsyncNode):
+    class NoTime(AsyncNode):
         async def update_async(self) -> Status:
-            await asyncio.sleep(0)
-            log.append("yields ended")
+            await work()
+            log.append("no time ended")
             return Status.SUCCESS
 
     class Fails(AsyncNode):
@@ -215,10 +230,10 @@ async def test_a_leaf_that_yields_once_ends_by_the_next_tick_taken_at_once() -> 
 
     root = py_trees.composites.Parallel(
         "par", policy=py_trees.common.ParallelPolicy.SuccessOnOne(), children=[
-            Yields("yields"), py_trees.decorators.Retry("retry", Fails("fails"), 3)])
+            NoTime("no time"), py_trees.decorators.Retry("retry", Fails("fails"), 3)])
     result = await ReactiveRunner(root).run(timeout=10)
     assert result.status is RunStatus.SUCCESS, result.error
-    assert log == ["failed", "yields ended", "failed"]
+    assert log == ["failed", "no time ended", "failed"]
 
 
 async def test_a_subclass_initialise_after_super_is_done_before_the_first_step() -> None:
