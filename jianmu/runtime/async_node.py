@@ -33,7 +33,7 @@ from py_trees.decorators import Count, Decorator, EternalGuard, OneShot, Repeat,
 
 from jianmu.constraints import Constraints
 from jianmu.runtime import eager
-from jianmu.runtime.cycles import ROUNDS, AtRest, Round, unstepped
+from jianmu.runtime.cycles import ROUNDS, AtRest, Round, started_now, unstepped
 from jianmu.runtime.eager import NOT_YET, FirstStep, not_a_coroutine, read_outcome, refused
 
 if TYPE_CHECKING:
@@ -706,7 +706,7 @@ class Ticker:
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
         self._waits = 0  # ticks after which the runner waited (a task, a wake-up)
         self._nodes: int | None = None  # the tree's size, once a round needed it
-        self.flying = False  # the last tick left an async node's task going: `ready_first`
+        self.flying = False  # the last tick started a task, not yet stepped: `ready_first`
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""
@@ -790,7 +790,7 @@ class Ticker:
                         poll = True
                 elif kind & _ASYNC:
                     poll = poll or node.wants_tick  # type: ignore[attr-defined]
-                    flying = flying or node._task is not None  # type: ignore[attr-defined]
+                    flying = flying or started_now(node)
                 elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True

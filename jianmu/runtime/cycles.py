@@ -107,6 +107,13 @@ class Round(NamedTuple):
     slower than the poll interval is no spin, and ticked at once as py_trees' loop would."""
 
 
+def started_now(node: Any) -> bool:
+    """Whether ``node`` (an async node) holds a task the last tick made, not yet stepped by
+    the loop: work that may end without waiting for anything (`eager.ready_first`)."""
+    task = node._task
+    return task is not None and unstepped(task)
+
+
 def unstepped(task: asyncio.Task[Any]) -> bool:
     """Whether the loop has not yet run a step of ``task``: it was made in this tick (the
     runner lets the loop run between two ticks). Its eager first step, taken in the tick,

@@ -237,12 +237,14 @@ TURNS = 8
 """Turns of the loop a tick taken at once waits at most for what is ready to run first."""
 
 
-async def ready_first(flying: bool) -> None:
-    """Let the loop run what is ready before a tick taken at once: one turn, and while a
-    node's task goes on (``flying``) up to `TURNS` while the loop has callbacks ready, so work
-    that waits for nothing (a gather of steps that end at once) ends before the tick, as it
-    ends before py_trees' next (its leaf was RUNNING there, a sibling ``Retry`` ran again)."""
-    await asyncio.sleep(0)
+async def ready_first(flying: bool, turn: bool) -> None:
+    """Let the loop run what is ready before the runner's next tick: one ``turn`` (a tick taken
+    at once), and after the last tick started tasks (``flying``) up to `TURNS` while the loop
+    has callbacks ready, so work that waits for nothing (a gather of steps that end at once)
+    ends before the tick, as it ends before py_trees' next: its leaf was RUNNING there (a
+    sibling ``Retry`` ran again; another such leaf's end woke the runner first)."""
+    if turn:
+        await asyncio.sleep(0)
     # asyncio's own loops' queue of ready callbacks (none known on another loop: one turn)
     ready = getattr(asyncio.get_running_loop(), "_ready", None) if flying else None
     for _ in range(TURNS - 1):

@@ -860,16 +860,15 @@ class ReactiveRunner:
                 if remaining is not None and remaining <= 0:
                     return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
                 # the next tick changes the tree by itself (or a node of this tick cancelled
-                # the run): take it now, letting the loop run first (a cancel, tasks)
-                if plan.again or self._cancel_requested:
-                    await eager.ready_first(self._ticker.flying)
-                    continue
-                wait = (remaining if plan is IDLE_PLAN
-                        else plan.wait(remaining, self.config.runtime.poll_interval))
-                if not await self._wait_for_wake(wait) and (
-                    remaining is not None and wait is not None and wait >= remaining
-                ):
-                    return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
+                # the run): take it now, else once woken; what is ready runs first, a cancel not
+                if not (again := plan.again or self._cancel_requested):
+                    wait = (remaining if plan is IDLE_PLAN
+                            else plan.wait(remaining, self.config.runtime.poll_interval))
+                    if not await self._wait_for_wake(wait) and (
+                            remaining is not None and wait is not None and wait >= remaining):
+                        break
+                await eager.ready_first(self._ticker.flying and not self._cancel_requested, again)
+            return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         except asyncio.CancelledError:
             self._stop_tree()
             raise

@@ -66,7 +66,8 @@ class GoesRound(Exception):
 @dataclass(frozen=True)
 class Options:
     gather: bool = False
-    """Work that takes no time is a gather of two ``sleep(0)``s (else one ``sleep(0)``)."""
+    """Work that takes no time is, half the time, a gather of two ``sleep(0)``s, which takes
+    more turns of the loop (else one ``sleep(0)``)."""
     bombs: bool = False
     """Some py_trees leaves and guards raise once a leaf's work is done."""
 
@@ -195,7 +196,7 @@ class AsyncLeaf(_Leaf, AsyncNode):
     async def update_async(self) -> Status:
         how, end, seconds, halfway = self.plan
         try:
-            if how == "zero" and self.world.options.gather:
+            if how == "zero" and self.world.options.gather and (self.activation + self.idx) % 2:
                 await asyncio.gather(asyncio.sleep(0), asyncio.sleep(0))
             elif how == "zero":
                 await asyncio.sleep(0)

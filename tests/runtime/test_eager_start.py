@@ -236,6 +236,30 @@ async def test_work_that_takes_no_time_ends_before_the_next_tick_taken_at_once(
     assert log == ["failed", "no time ended", "failed"]
 
 
+async def test_work_that_takes_no_time_ends_before_the_tick_another_such_end_wakes() -> None:
+    """Two leaves whose work takes no time, one turn of the loop and a few: the first's end
+    wakes the runner, whose tick waits for the second's, as py_trees' next tick sees both
+    ended. Ticked at once, the parallel succeeded on the first and cancelled the second,
+    where py_trees' fails on the second's failure."""
+
+    class Succeeds(AsyncNode):
+        async def update_async(self) -> Status:
+            await asyncio.sleep(0)
+            return Status.SUCCESS
+
+    class Fails(AsyncNode):
+        async def update_async(self) -> Status:
+            await _gather()
+            return Status.FAILURE
+
+    root = py_trees.composites.Parallel(
+        "par", policy=py_trees.common.ParallelPolicy.SuccessOnOne(),
+        children=[Succeeds("succeeds"), Fails("fails")])
+    result = await ReactiveRunner(root).run(timeout=10)
+    assert result.status is RunStatus.FAILURE
+    assert [child.status for child in root.children] == [Status.SUCCESS, Status.FAILURE]
+
+
 async def test_a_subclass_initialise_after_super_is_done_before_the_first_step() -> None:
     """The first step runs in `update`, after the whole `initialise` of a subclass that starts
     with ``super().initialise()`` and then sets what ``update_async`` reads."""
