@@ -108,10 +108,12 @@ class Round(NamedTuple):
 
 
 def started_now(node: Any) -> bool:
-    """Whether ``node`` (an async node) holds a task the last tick made, not yet stepped by
-    the loop: work that may end without waiting for anything (`eager.ready_first`)."""
+    """Whether ``node`` (an async node, started eagerly) holds a task the last tick made, not
+    yet stepped by the loop: work that may end without waiting for anything (`ready_first`).
+    The engine's own nodes always wait (a model, a thread, a person) and keep their ticks: a
+    tool's call ended before the next tick, and no point showed it under way to fork from."""
     task = node._task
-    return task is not None and unstepped(task)
+    return node.eager_start and task is not None and unstepped(task)
 
 
 def unstepped(task: asyncio.Task[Any]) -> bool:
