@@ -706,7 +706,7 @@ class Ticker:
         self._quiet: list[AsyncNode] = []  # started when a round rested: wake no more
         self._waits = 0  # ticks after which the runner waited (a task, a wake-up)
         self._nodes: int | None = None  # the tree's size, once a round needed it
-        self.flying = False  # the last tick started a task, not yet stepped: `ready_first`
+        self.flying = False  # the last tick started an eager leaf's task: `ready_first`
 
     def reset(self) -> None:
         """Forget the last ticks (a new run starts)."""

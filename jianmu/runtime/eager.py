@@ -234,14 +234,14 @@ def started_task(coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
 
 
 TURNS = 8
-"""Turns of the loop a tick taken at once waits at most for what is ready to run first."""
+"""Turns of the loop the runner's next tick waits at most for what is ready to run first."""
 
 
 async def ready_first(flying: bool, turn: bool) -> None:
     """Let the loop run what is ready before the runner's next tick: one ``turn`` (a tick taken
-    at once), and after the last tick started tasks (``flying``) up to `TURNS` while the loop
-    has callbacks ready, so work that waits for nothing (a gather of steps that end at once)
-    ends before the tick, as it ends before py_trees' next: its leaf was RUNNING there (a
+    at once), and after the last tick started an eager leaf's task (``flying``) up to `TURNS`
+    while the loop has callbacks ready: work that waits for nothing (a gather of steps that
+    end at once) ends before the tick, as before py_trees' next: its leaf was RUNNING there (a
     sibling ``Retry`` ran again; another such leaf's end woke the runner first)."""
     if turn:
         await asyncio.sleep(0)
