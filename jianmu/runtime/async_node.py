@@ -739,8 +739,7 @@ class Ticker:
         if self._rest_began is not None:  # a round rested until now
             self._rested += time.monotonic() - self._rest_began
             self._rest_began = None
-        # as tick_once() does, keeping what it visited; statuses read once the tick is done
-        visited = list(root.tick())
+        visited = list(root.tick())  # as tick_once(), keeping what it visited; statuses after
         # woken by the tick itself (a node wrote the state; a task's or a thread's wake comes
         # through the loop): the next tick sees the writes at once while they change the tree;
         # at rest, polled at py_trees' rate (a node writing at every tick kept a core busy)
@@ -790,7 +789,8 @@ class Ticker:
                         poll = True
                 elif kind & _ASYNC:
                     poll = poll or node.wants_tick  # type: ignore[attr-defined]
-                    flying = flying or started_now(node)
+                    if node.eager_start:  # type: ignore[attr-defined]
+                        flying = flying or started_now(node)
                 elif not kind & _RUNTIME:
                     # a plain py_trees leaf (a ``Timer``): only a tick tells what it does
                     poll = True

@@ -108,12 +108,12 @@ class Round(NamedTuple):
 
 
 def started_now(node: Any) -> bool:
-    """Whether ``node`` (an async node, started eagerly) holds a task the last tick made, not
-    yet stepped by the loop: work that may end without waiting for anything (`ready_first`).
-    The engine's own nodes always wait (a model, a thread, a person) and keep their ticks: a
-    tool's call ended before the next tick, and no point showed it under way to fork from."""
+    """Whether ``node`` (an async node started eagerly: the engine's own nodes always wait, a
+    model, a thread, a person, and keep their ticks; a tool's call ended before the next tick,
+    and no point showed it under way to fork from) holds a task the last tick made, not yet
+    stepped by the loop: work that may end without waiting for anything (`ready_first`)."""
     task = node._task
-    return node.eager_start and task is not None and unstepped(task)
+    return task is not None and unstepped(task)
 
 
 def unstepped(task: asyncio.Task[Any]) -> bool:

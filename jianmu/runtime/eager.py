@@ -237,16 +237,16 @@ TURNS = 8
 """Turns of the loop the runner's next tick waits at most for what is ready to run first."""
 
 
-async def ready_first(flying: bool, turn: bool) -> None:
-    """Let the loop run what is ready before the runner's next tick: one ``turn`` (a tick taken
-    at once), and after the last tick started an eager leaf's task (``flying``) up to `TURNS`
-    while the loop has callbacks ready: work that waits for nothing (a gather of steps that
-    end at once) ends before the tick, as before py_trees' next: its leaf was RUNNING there (a
-    sibling ``Retry`` ran again; another such leaf's end woke the runner first)."""
+async def ready_first(turn: bool) -> None:
+    """Let the loop run what is ready before the runner's next tick, once the last tick started
+    an eager leaf's task: one ``turn`` (a tick taken at once), and up to `TURNS` while the loop
+    has callbacks ready: work that waits for nothing (a gather of steps that end at once) ends
+    before the tick, as before py_trees' next: its leaf was RUNNING there (a sibling ``Retry``
+    ran again; another such leaf's end woke the runner first)."""
     if turn:
         await asyncio.sleep(0)
-    # asyncio's own loops' queue of ready callbacks (none known on another loop: one turn)
-    ready = getattr(asyncio.get_running_loop(), "_ready", None) if flying else None
+    # asyncio's own loops' queue of ready callbacks (none known on another loop: no more)
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
     for _ in range(TURNS - 1):
         if not ready:
             return

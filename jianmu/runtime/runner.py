@@ -867,7 +867,8 @@ class ReactiveRunner:
                     if not await self._wait_for_wake(wait) and (
                             remaining is not None and wait is not None and wait >= remaining):
                         break
-                await eager.ready_first(self._ticker.flying and not self._cancel_requested, again)
+                if (flying := self._ticker.flying and not self._cancel_requested) or again:
+                    await (eager.ready_first(again) if flying else asyncio.sleep(0))
             return self._stopped(RunStatus.TIMEOUT, f"the run timed out after {timeout} s")
         except asyncio.CancelledError:
             self._stop_tree()

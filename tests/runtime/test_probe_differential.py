@@ -42,7 +42,7 @@ def test_the_harness_sees_work_that_takes_no_time_end_after_a_tick_taken_at_once
     """A runner that lets one turn of the loop pass before a tick taken at once, whatever is
     ready (as it did), ticks before a gather of instant steps ends: caught."""
 
-    async def one_turn(flying: bool, turn: bool) -> None:
+    async def one_turn(turn: bool) -> None:
         if turn:
             await asyncio.sleep(0)
 
