@@ -22,6 +22,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -297,6 +298,14 @@ class MCPServerConfig(_Section):
     first (unless ``guard.tool_policy`` allows it) and counts as using the network; missing
     hints take the MCP spec's defaults (destructive, open-world). ``read_only``: tools that
     declare ``readOnlyHint: true`` run without asking. ``all``: every hint is believed."""
+    _from_environment: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def from_environment(self) -> tuple[str, ...]:
+        """The values its ``${VAR}`` references read from the environment (`parse_config`):
+        a token in ``args`` or ``url`` too, which the client never shows (errors reach the
+        model)."""
+        return self._from_environment
 
 
 _MCP_SERVER_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_))*", re.ASCII)
@@ -441,13 +450,15 @@ def _key_lines(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, .
     return lines
 
 
-def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict) -> Any:
+def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict,
+                 read: list[tuple[tuple[Any, ...], str]] | None = None) -> Any:
     """Replace ``${VAR}`` and ``${VAR:-default}`` in every string from the environment
-    (``$${`` is a ``${`` of its own); a ``${`` of neither shape is an error."""
+    (``$${`` is a ``${`` of its own); a ``${`` of neither shape is an error. Each value read
+    from the environment is added to ``read`` with its key's path."""
     if isinstance(value, dict):
-        return {k: _interpolate(v, where, (*path, k), lines) for k, v in value.items()}
+        return {k: _interpolate(v, where, (*path, k), lines, read) for k, v in value.items()}
     if isinstance(value, list):
-        return [_interpolate(v, where, (*path, i), lines) for i, v in enumerate(value)]
+        return [_interpolate(v, where, (*path, i), lines, read) for i, v in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -472,6 +483,8 @@ def _interpolate(value: Any, where: str, path: tuple[Any, ...], lines: dict) -> 
         if name is None:  # $${
             return "${"
         if name in os.environ:
+            if read is not None:
+                read.append((path, os.environ[name]))
             return os.environ[name]
         if default is not None:
             return default
@@ -660,13 +673,16 @@ def parse_config(text: str, where: str = "<config>") -> AppConfig:
     if taken:
         raise ConfigError(f"{where}:{lines.get((taken[0],), '?')}: {taken[0]}: unknown key"
                           f"{unknown_key_hint(AppConfig, (taken[0],))}")
-    data = _interpolate(data, where, (), lines)
+    read: list[tuple[tuple[Any, ...], str]] = []
+    data = _interpolate(data, where, (), lines, read)
     try:
         config = AppConfig.model_validate(data)
     except ValidationError as exc:
         problems = "\n".join(_explain(e, where, lines) for e in exc.errors())
         raise ConfigError(problems) from None
     _check_mcp_servers(config, where, lines)
+    for name, server in config.mcp.servers.items():
+        server._from_environment = tuple(v for p, v in read if p[:3] == ("mcp", "servers", name))
     config.source = where
     config.key_lines = lines
     return config

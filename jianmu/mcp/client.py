@@ -57,6 +57,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
+from jianmu._secrets import redact_text, url_secrets
 from jianmu._text import visible
 from jianmu.errors import MCPError, MissingExtraError, ToolTimeoutError
 from jianmu.mcp import data
@@ -101,6 +102,7 @@ class MCPServerOptions(TypedDict, total=False):
     timeout: float
     cwd: str | None
     connect_timeout: float
+    secrets: Sequence[str]
 
 
 class MCPClient:
@@ -122,6 +124,9 @@ class MCPClient:
         connect_timeout: Seconds that starting the server, the handshake and listing the
             tools may take. Kept apart from ``timeout`` because a process start on a busy
             machine can take far longer than a short call budget.
+        secrets: Values never shown in a repr or an error, wherever they stand in ``args``
+            or ``url`` (a token the config read with ``${VAR}``; a URL's password and secret
+            query values are never shown either).
 
     Raises:
         ValueError: neither or both of ``command`` and ``url``, a URL that is not http(s),
@@ -141,6 +146,7 @@ class MCPClient:
         cwd: str | None = None,
         name: str | None = None,
         connect_timeout: float = 30.0,
+        secrets: Sequence[str] = (),
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError(
@@ -174,7 +180,10 @@ class MCPClient:
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
         self.cwd = cwd
-        self.name = name or command or url or "mcp"
+        # an error reaches the model and the logs: it names the server by its command line
+        # or URL, without the tokens they may hold
+        self._secrets = (*map(str, secrets), *(url_secrets(url) if url else ()))
+        self.name = name or command or (url and self.masked(url)) or "mcp"
         self.connections = 0
         """How many times a session was opened (1 after ``connect``; more after reconnects)."""
         self.skipped_tools: tuple[str, ...] = ()
@@ -205,9 +214,16 @@ class MCPClient:
         """``"stdio"`` or ``"http"``."""
         return "stdio" if self.command is not None else "http"
 
+    def masked(self, text: str) -> str:
+        """``text`` without the client's secrets (`redact_text`: URL passwords too)."""
+        return redact_text(text, *self._secrets)
+
+    def where(self) -> str:
+        """The server's command line or URL, as shown: its secrets masked."""
+        return self.masked(self.url or " ".join([self.command or "", *self.args]))
+
     def __repr__(self) -> str:
-        target = self.url or " ".join([self.command or "", *self.args])
-        return f"<MCPClient {self.name!r} {self.transport} {target!r}>"
+        return f"<MCPClient {self.name!r} {self.transport} {self.where()!r}>"
 
     def on_tools_changed(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` when the server says its tools changed (``list_changed``).
@@ -755,19 +771,16 @@ def connect_failure(client: Any, exc: BaseException) -> str:
     leaf = first_leaf(exc)
     refusal = client._refused.explain(client.name, client._headers)
     if refusal is not None:
-        return f"could not connect to MCP server {client.name!r} (url {client.url!r}): {refusal}"
+        return (f"could not connect to MCP server {client.name!r} (url {client.where()!r}): "
+                f"{refusal}")
     if isinstance(leaf, TimeoutError):
         detail = (
             f"no answer to the handshake within {client.connect_timeout:g}s "
             "(connect_timeout)"
         )
     else:
-        detail = describe(leaf)
-    where = (
-        f"command {' '.join([client.command, *client.args])!r}"
-        if client.command is not None
-        else f"url {client.url!r}"
-    )
+        detail = client.masked(describe(leaf))
+    where = f"{'command' if client.command is not None else 'url'} {client.where()!r}"
     fix = (
         "check that the command starts an MCP stdio server"
         if client.command is not None
@@ -817,7 +830,8 @@ def translated(
     if isinstance(exc, _UNREACHABLE):
         client._mark_broken(generation)
         return MCPError(
-            f"MCP server {client.name!r} is not reachable during {what} ({describe(exc)}); "
+            f"MCP server {client.name!r} is not reachable during {what} "
+            f"({client.masked(describe(exc))}); "
             "the next call reconnects"
         )
     if isinstance(exc, (RuntimeError, ValueError)):

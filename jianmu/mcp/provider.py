@@ -388,6 +388,7 @@ class MCPToolProvider(BaseToolProvider):
                 bearer_token=config.auth.token.get_secret_value() if config.auth else None,
                 timeout=config.timeout,
                 connect_timeout=config.connect_timeout,
+                secrets=config.from_environment,
                 trust=config.trust,
             )
         except ValueError as exc:
