@@ -37,6 +37,13 @@ Sandbox modes and guard checkers are plug-ins (`jianmu.plugins`): ``mode`` and `
 name registered ones, and a plug-in sandbox takes part in the merge through its class's
 ``isolation_rank`` (its limits default to local's, `SANDBOX_DEFAULTS`).
 
+A team member's layer (`MemberConstraints`, or any layer merged over a `CallerConstraints`: the
+own layer of an agent run as another's tool or handed a conversation, its ``Agent`` config's)
+is an author's, merged by the operator rules, but it may not loosen its caller's effective
+constraints: every call is also decided by the caller's guard alone (`GuardConstraints.floors`:
+an ``allow`` of the member's never skips a confirmation the caller would ask for), and its
+sandbox keeps the caller's network and the caller's limits (else the defaults) as ceilings.
+
 A merged ``network`` keeps "unset" apart from ``false``: the sandbox treats unset as off, while
 in-process network tools (``http_request``) are refused only by an explicit ``false``.
 """
@@ -55,6 +62,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -80,10 +88,12 @@ __all__ = (
     "SANDBOX_DEFAULTS",
     "BlankIsUnset",
     "BudgetConstraints",
+    "CallerConstraints",
     "Constraints",
     "ExecutionConstraints",
     "GuardConstraints",
     "GuardrailConstraints",
+    "MemberConstraints",
     "Policy",
     "SandboxDefaults",
     "SkillConstraints",
@@ -560,6 +570,13 @@ class GuardConstraints(_Strict):
     docstring."""
     guardrails: GuardrailConstraints = Field(default_factory=GuardrailConstraints)
     """Content guardrails by kind (``input``, ``output``, ``tool_output``); layers only add."""
+    _floors: tuple[GuardConstraints, ...] = PrivateAttr(default=())
+
+    @property
+    def floors(self) -> tuple[GuardConstraints, ...]:
+        """The guards of the callers a team member runs under (`CallerConstraints`): each
+        decides every call too, alone, and the strictest decision holds."""
+        return self._floors
 
     @field_validator("checkers")
     @classmethod
@@ -612,7 +629,14 @@ class GuardConstraints(_Strict):
             },
             checkers=_chain([g.checkers for g in present], DEFAULT_CHECKERS),
             guardrails=GuardrailConstraints.merge(*(g.guardrails for g in present)),
-        )
+        )._with_floors(*(f for g in present for f in g._floors))
+
+    def _with_floors(self, *floors: GuardConstraints) -> GuardConstraints:
+        """This layer with ``floors`` (each kept once) as its `floors`."""
+        kept = {id(f): f for f in floors}
+        if kept:
+            self._floors = tuple(kept.values())
+        return self
 
     def tightened_by(self, nearer: GuardConstraints) -> GuardConstraints:
         """These (effective) rules with an untrusted ``nearer`` layer that may only tighten."""
@@ -754,8 +778,17 @@ class Constraints(_Strict):
             return Constraints()
         merged = _detached(present[0])  # never hand back a caller's layer
         for layer in present[1:]:
-            if isinstance(layer, SkillConstraints) and not isinstance(merged, SkillConstraints):
+            if isinstance(merged, SkillConstraints):
+                merged = merged._merged_with(layer)
+            elif isinstance(layer, SkillConstraints):
                 merged = merged._tightened_by(layer)
+            elif isinstance(layer, MemberConstraints):
+                caller = merged if layer.caller is None else merged._merged_with(layer.caller)
+                merged = caller._sealed_by(layer)
+            elif isinstance(layer, CallerConstraints):
+                merged = CallerConstraints.of(merged._merged_with(layer))
+            elif isinstance(merged, CallerConstraints):
+                merged = merged._sealed_by(layer)
             else:
                 merged = merged._merged_with(layer)
         return merged
@@ -789,6 +822,67 @@ class Constraints(_Strict):
             timeout=_capped(nearer.timeout, self.timeout),
             max_messages=_capped(nearer.max_messages, self.max_messages),
         )
+
+
+    def _sealed_by(self, member: Constraints) -> CallerConstraints:
+        """These (a caller's effective) constraints with a team member's own layer, which may
+        not loosen them: its rules and limits merge, the caller's guard stays a floor
+        (`GuardConstraints.floors`), and its sandbox may not turn the network on or raise a
+        limit past the caller's (else the mode's default)."""
+        guard = GuardConstraints.merge(self.guard, member.guard)
+        floor = self.guard.model_copy(update={})  # its own floors are the merge's already
+        floor._floors = ()
+        execution = ExecutionConstraints.merge(self.execution, member.execution)
+        own, nearer = self.execution, member.execution
+        defaults = SANDBOX_DEFAULTS.get(execution.mode or "local", SANDBOX_DEFAULTS["local"])
+        execution = execution.model_copy(update={
+            "network": False if nearer.network is False else own.network,
+            **{key: _capped(getattr(nearer, key), getattr(own, key), getattr(defaults, key))
+               for key in ("timeout_s", "memory_mb", "cpus", "pids")},
+        })
+        return CallerConstraints(
+            guard=guard._with_floors(*guard.floors, floor), execution=execution,
+            max_iterations=_min((self.max_iterations, member.max_iterations)),
+            timeout=_min((self.timeout, member.timeout)),
+            max_messages=_min((self.max_messages, member.max_messages)),
+        )
+
+
+class CallerConstraints(Constraints):
+    """A caller's effective constraints as a team member's run gets them (an agent tool's
+    call): any operator layer merged over them is the member's own and may not loosen them
+    (`Constraints._sealed_by`)."""
+
+    @classmethod
+    def of(cls, layer: Constraints) -> CallerConstraints:
+        """``layer`` marked as a caller's (its guard's floors kept)."""
+        if isinstance(layer, CallerConstraints):
+            return layer
+        return cls(guard=layer.guard, execution=layer.execution,
+                   max_iterations=layer.max_iterations, timeout=layer.timeout,
+                   max_messages=layer.max_messages)
+
+
+class MemberConstraints(Constraints):
+    """A team member's own layer (a hand-off target's node layer): merged over the run's
+    constraints and its caller's layer (``caller``: the first agent's), it may not loosen them
+    (`Constraints._sealed_by`)."""
+
+    _caller: Constraints | None = PrivateAttr(default=None)
+
+    @property
+    def caller(self) -> Constraints | None:
+        """The layer of the agent whose team this member joined, if it has one."""
+        return self._caller
+
+    @classmethod
+    def of(cls, layer: Constraints, caller: Constraints | None) -> MemberConstraints:
+        """``layer`` as a member's, under ``caller``'s layer."""
+        member = cls(guard=layer.guard, execution=layer.execution,
+                     max_iterations=layer.max_iterations, timeout=layer.timeout,
+                     max_messages=layer.max_messages)
+        member._caller = caller
+        return member
 
 
 class SkillConstraints(Constraints):

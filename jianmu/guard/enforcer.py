@@ -171,13 +171,19 @@ class ToolPolicyChecker(BaseChecker):
         self._decided_for: tuple[object, object] = (self.rules, self.default_policy)
         self._hidden: dict[tuple[str, str, frozenset[str] | None], bool] = {}
         self._hidden_for: tuple[object, object] = (self.rules, self.default_policy)
+        self.floors: tuple[ToolPolicyChecker, ...] = ()
+        """The checkers of the callers' guards a team member runs under
+        (`GuardConstraints.floors`): the strictest of their decisions and this one's holds."""
 
     @classmethod
     def from_guard_constraints(
         cls, guard: GuardConstraints, *, workspace: str | os.PathLike[str] | None = None
     ) -> Self:
         """Build from merged guard constraints (``workspace``: see `__init__`)."""
-        return cls(guard.tool_policy, guard.default_policy, workspace=workspace)
+        checker = cls(guard.tool_policy, guard.default_policy, workspace=workspace)
+        checker.floors = tuple(cls.from_guard_constraints(f, workspace=workspace)
+                               for f in guard.floors)
+        return checker
 
     @classmethod
     def from_setup(cls, setup: CheckerSetup) -> Self:
@@ -202,7 +208,12 @@ class ToolPolicyChecker(BaseChecker):
             # the stricter of the two decides (allow needs both)
             other, why, by = self._resolve(received, tool, root)
             if POLICY_RANK[other] > POLICY_RANK[policy]:
-                return other, f"{why} (its arguments as the tool receives them)", by
+                policy, reason, rule = other, f"{why} (its arguments as the tool receives them)", by
+        for floor in self.floors if policy != "deny" else ():
+            # a team member's own layer never loosens its caller's decision
+            other, why, by = floor.resolve(call, tool, root=root, received=received)
+            if POLICY_RANK[other] > POLICY_RANK[policy]:
+                policy, reason, rule = other, f"{why} (as its caller's guard decides)", by
         return policy, reason, rule
 
     def _resolve(
@@ -428,6 +439,8 @@ _SHARED_POLICIES: dict[int, ToolPolicyChecker] = {}
 
 
 def _policy_for(guard: GuardConstraints | None) -> ToolPolicyChecker:
+    if guard is not None and guard.floors:  # a team member's: its callers' guards too
+        return ToolPolicyChecker.from_guard_constraints(guard)
     return once_per_read_only(
         guard or GuardConstraints(), _SHARED_POLICIES, lambda g: _policy(g.model_dump_json())
     )

@@ -57,7 +57,7 @@ from pydantic import create_model as _create_model
 from pydantic_core import to_jsonable_python
 
 from jianmu._secrets import redact_text
-from jianmu.constraints import Constraints
+from jianmu.constraints import CallerConstraints, Constraints
 from jianmu.errors import (
     GuardrailTripped,
     ToolExecutionError,
@@ -284,7 +284,8 @@ class _SubRun(ReactiveRunner):
         # an agent made non-interactive stays so under a caller a person watches: tighten only
         interactive = interactive and parent.interaction is not None
         super().__init__(
-            root, state, config=parent.config, constraints=constraints,
+            # the member's own layers merge over the caller's without loosening them
+            root, state, config=parent.config, constraints=CallerConstraints.of(constraints),
             run_id=f"{parent.run_id}:{view.namespace}", user_roles=parent.user_roles,
             interactive=interactive, extras=parent.extras,
         )

@@ -18,7 +18,7 @@ from typing import Any
 import py_trees
 from py_trees.common import Status
 
-from jianmu.constraints import Constraints
+from jianmu.constraints import Constraints, MemberConstraints
 from jianmu.errors import HandoffError
 from jianmu.nodes.executor_config import ToolExecutorConfig
 from jianmu.nodes.output import NodeTool
@@ -280,8 +280,7 @@ def build_team(
             continue
         round_ = target.own_round
         round_.parent = None  # it joins this team's switch
-        if constraints is not None:
-            _tighten(round_, constraints)
+        _tighten(round_, constraints)
         if guardrails:
             _hold_guardrails(round_, guardrails)
         if not interactive:
@@ -295,10 +294,12 @@ def build_team(
     return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs, loops)
 
 
-def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints) -> None:
-    """Hold ``node`` and the nodes below it to ``outer`` as well as their own layer."""
+def _tighten(node: py_trees.behaviour.Behaviour, outer: Constraints | None) -> None:
+    """Hold ``node`` and the nodes below it to ``outer`` (the first agent's layer) and the
+    run's constraints: their own layers are a member's, which may not loosen those."""
     if isinstance(node, RuntimeNode):
-        node.constraints = Constraints.merge(outer, node.constraints)
+        own = node.constraints
+        node.constraints = outer if own is None else MemberConstraints.of(own, outer)
     for child in node.children:
         _tighten(child, outer)
 

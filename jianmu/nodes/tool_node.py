@@ -124,7 +124,9 @@ class ToolNode(AsyncNode):
     def _check_guard(self, args: Any) -> Status | None:
         """None to go on; RUNNING while waiting for a person; FAILURE when denied."""
         constraints = self.effective_constraints
-        key = (constraints.guard.model_dump_json(), constraints.execution.workdir)
+        guard = constraints.guard  # a team member's: its callers' guards too (floors)
+        key = ("".join(g.model_dump_json() for g in (guard, *guard.floors)),
+               constraints.execution.workdir)
         if self._enforcer is None or self._enforcer[0] != key:  # parse the rules once
             self._enforcer = (key, GuardEnforcer.from_guard_constraints(
                 constraints.guard, workspace=constraints.execution.workdir
