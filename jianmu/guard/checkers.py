@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -317,6 +318,21 @@ def _alias_groups() -> dict[str, frozenset[str]]:
     return {name: frozenset(group) for group in groups.values() for name in group}
 
 
+_CLAUDE_MCP_NAME = re.compile(r"mcp__([a-z0-9](?:[a-z0-9-]|_(?!_))*)__(.+)")
+"""Claude Code's name of an MCP server's tool, lower-cased: ``mcp__<server>__<tool>``."""
+
+
+def _restricted_names(name: str, groups: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    """Every tool a restriction written for ``name`` (lower-cased: a deny or confirm rule, a
+    rate limit) holds for: the built-in's names (`_alias_groups`), and for an MCP server's
+    tool named as Claude Code names it (``mcp__gh__delete_repo``, a list copied from its
+    settings) the name Jianmu gives it (``gh__delete_repo``): a deny rule so spelt ran the
+    tool."""
+    names = groups.get(name, frozenset({name}))
+    claude = [_CLAUDE_MCP_NAME.fullmatch(n) for n in names]
+    return names | {f"{m[1]}__{m[2]}" for m in claude if m is not None}
+
+
 def _granted_names(name: str) -> frozenset[str]:
     """The tools an allow rule written for ``name`` (lower-cased) grants: that name, and the
     built-in it is an alias of (``file_read: allow`` is ``read_file``'s too). Never a tool of
@@ -394,7 +410,7 @@ class RateLimitChecker(BaseChecker):
             name = key.strip().lower()
             # a limit written for a built-in's alias holds under each of its names, and the
             # calls under all of them count together
-            group = groups.get(name, frozenset({name}))
+            group = _restricted_names(name, groups)
             for each in group:
                 known = self.rate_limits.get(each)
                 self.rate_limits[each] = limit if known is None else min(known, limit)

@@ -52,6 +52,7 @@ from jianmu.guard.checkers import (
     _alias_groups,
     _check_rule_name,
     _granted_names,
+    _restricted_names,
     tool_permission,
 )
 from jianmu.runtime.context import ApprovalRequest, RunContext
@@ -159,8 +160,8 @@ class ToolPolicyChecker(BaseChecker):
             _check_rule_name("guard.tool_policy", key, key.split("(", 1)[0].strip())
             # a grant covers the built-in an alias names, never a tool of the run's own named
             # like one of its aliases; a restriction holds under every name of the built-in
-            names = (_granted_names(rule.tool) if checked == "allow" else groups.get(
-                rule.tool, frozenset())) - {rule.tool}
+            names = (_granted_names(rule.tool) if checked == "allow" else
+                     _restricted_names(rule.tool, groups)) - {rule.tool}
             rules.append((dataclasses.replace(rule, aliases=names), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
         # only argument rules look at paths: without one, no call needs the workspace root

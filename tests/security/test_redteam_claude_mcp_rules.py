@@ -1,0 +1,64 @@
+"""Red team, a rule naming an MCP server's tool as Claude Code names it: ``mcp__gh__wipe``
+(a deny list copied from Claude Code's settings, as its ``Bash(git:*)`` form is read here,
+and as a skill's ``allowed-tools`` names MCP tools). Jianmu names that tool ``gh__wipe``,
+and the rule named no tool: ``tool_policy: {mcp__gh__wipe: deny}`` let a server trusted with
+``read_only`` run its ``readOnlyHint`` tool ``wipe`` for the model.
+
+Fixed here: a restriction (a deny or confirm rule, a rate limit) written with Claude Code's
+name of an MCP tool also holds for Jianmu's; a grant stays with the name it was written for.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jianmu import Constraints, ReactiveRunner, StateManager
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools import tool
+
+pytestmark = pytest.mark.anyio
+RAN: list[str] = []
+
+
+@tool(name="gh__wipe")
+def wipe(repo: str) -> str:
+    """Wipe a repository (standing in for an MCP server's tool).
+
+    Args:
+        repo: which.
+    """
+    RAN.append(repo)
+    return "wiped"
+
+
+async def run_calls(guard: dict[str, object], count: int = 1) -> list[str]:
+    RAN.clear()
+    node = ToolExecutor(tools=[wipe], constraints=Constraints.model_validate({"guard": guard}))
+    actions = [{"id": f"c{i}", "name": "gh__wipe", "arguments": {"repo": f"r{i}"}}
+               for i in range(count)]
+    state = StateManager(AgentState, {"actions": actions})
+    runner = ReactiveRunner(node, state)
+    result = await runner.run()
+    return [r.id for r in result.pending]
+
+
+@pytest.mark.parametrize("rule", ["mcp__gh__wipe", "MCP__GH__WIPE", "mcp__gh__wipe(repo:r*)"])
+async def test_a_deny_rule_in_claudes_spelling_holds(rule: str) -> None:
+    assert await run_calls({"tool_policy": {rule: "deny"}}) == []
+    assert RAN == []
+
+
+async def test_a_confirm_rule_in_claudes_spelling_asks() -> None:
+    assert await run_calls({"tool_policy": {"mcp__gh__wipe": "confirm"}}) == ["c0"]
+    assert RAN == []
+
+
+async def test_a_rate_limit_in_claudes_spelling_counts() -> None:
+    await run_calls({"rate_limits": {"mcp__gh__wipe": 1}}, count=2)
+    assert RAN == ["r0"]
+
+
+async def test_a_grant_in_claudes_spelling_grants_nothing_more() -> None:
+    guard = {"default_policy": "confirm", "tool_policy": {"mcp__gh__wipe": "allow"}}
+    assert await run_calls(guard) == ["c0"] and RAN == []
