@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
@@ -162,7 +163,11 @@ class ToolPolicyChecker(BaseChecker):
             # like one of its aliases; a restriction holds under every name of the built-in
             names = (_granted_names(rule.tool) if checked == "allow" else
                      _restricted_names(rule.tool, groups)) - {rule.tool}
-            rules.append((dataclasses.replace(rule, aliases=names), checked))
+            rule = dataclasses.replace(rule, aliases=names)
+            rules.append((rule, checked))
+            tidy = _tidied(rule.pattern) if checked != "allow" else None
+            if tidy is not None:  # a restriction also holds as its path is read, tidied
+                rules.append((dataclasses.replace(rule, pattern=tidy), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
         # only argument rules look at paths: without one, no call needs the workspace root
         self._needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
@@ -418,6 +423,18 @@ def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
         return True
     key, own_key = name_key(name), name_key(own)
     return key == own_key or (key is not None and builtin_aliases().get(key) == own_key)
+
+
+def _tidied(pattern: str | None) -> str | None:
+    """A restricting rule's pattern as the paths it is matched against are spelt
+    (`path_forms` normalises them: ``./secrets/key`` is ``secrets/key``), where that differs:
+    ``read_file(./secrets/*): deny`` matched no path, and the model read the key."""
+    if not pattern or "/" not in pattern:
+        return None
+    # word by word: a shell rule's words are paths too (`bash(cat ./secrets/*)`)
+    tidy = " ".join(posixpath.normpath(w) if "/" in w and "://" not in w else w
+                    for w in pattern.split(" "))
+    return tidy if tidy != pattern else None
 
 
 def _check_policy(where: str, policy: Any) -> Policy | None:

@@ -1,0 +1,62 @@
+"""Red team, a path rule written with a leading ``./`` (``read_file(./secrets/*): deny``, as
+Claude Code's settings write ``Read(./.env)``): the paths a rule is matched against are
+normalised (``./secrets/key`` is ``secrets/key``, so is ``/ws/secrets/key``), the pattern was
+not, and no spelling of the path met it: the model read the key, whether it asked for
+``secrets/key``, ``./secrets/key`` or the absolute path. So for ``bash(cat ./secrets/*)``.
+
+Fixed here: a deny or confirm rule's pattern also holds as its paths are normalised, word by
+word (`posixpath.normpath`: ``./``, ``//``, ``a/..``); a grant stays as written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jianmu import Constraints, ReactiveRunner, StateManager
+from jianmu.constraints import GuardConstraints
+from jianmu.guard import ToolPolicyChecker
+from jianmu.nodes.state import AgentState
+from jianmu.nodes.tool_executor import ToolExecutor
+from jianmu.tools import ToolSet
+from jianmu.tools.calls import ToolCall
+
+pytestmark = pytest.mark.anyio
+
+
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "secrets").mkdir(parents=True)
+    (ws / "secrets" / "key").write_text("s3cr3t-value\n")
+    return ws
+
+
+@pytest.mark.parametrize("rule", ["read_file(./secrets/*)", "read_file(path:./secrets/**)",
+                                  "read_file(.//secrets/./*)"])
+@pytest.mark.parametrize("asked", ["secrets/key", "./secrets/key", "ABSOLUTE"])
+async def test_a_dotted_deny_rule_holds_for_every_spelling(
+    tmp_path: Path, rule: str, asked: str,
+) -> None:
+    ws = workspace(tmp_path)
+    path = str(ws / "secrets" / "key") if asked == "ABSOLUTE" else asked
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {rule: "deny"}}, "execution": {"workdir": str(ws)}})
+    node = ToolExecutor(tools=ToolSet.resolve(["read_file"]), constraints=constraints)
+    state = StateManager(AgentState, {"actions": [
+        {"id": "c", "name": "read_file", "arguments": {"path": path}}]})
+    await ReactiveRunner(node, state).run()
+    said = state.get("messages")[-1].content
+    assert "s3cr3t" not in said and "denied" in said, said
+
+
+@pytest.mark.parametrize("command", ["cat secrets/key", "cat ./secrets/key",
+                                     "cd secrets; cat key"])
+def test_a_dotted_shell_rule_holds(tmp_path: Path, command: str) -> None:
+    ws = workspace(tmp_path)
+    guard = GuardConstraints.model_validate(
+        {"tool_policy": {"bash(cat ./secrets/*)": "deny", "bash": "allow"}})
+    policy = ToolPolicyChecker.from_guard_constraints(guard, workspace=ws)
+    bash = ToolSet.resolve(["bash"]).get("bash")
+    call = ToolCall(name="bash", arguments={"command": command})
+    assert policy.resolve(call, bash, received=policy.received(call, bash))[0] == "deny"
