@@ -165,8 +165,8 @@ class ToolPolicyChecker(BaseChecker):
                      _restricted_names(rule.tool, groups)) - {rule.tool}
             rule = dataclasses.replace(rule, aliases=names)
             rules.append((rule, checked))
-            tidy = _tidied(rule.pattern) if checked != "allow" else None
-            if tidy is not None:  # a restriction also holds as its path is read, tidied
+            for tidy in _tidied(rule.pattern) if checked != "allow" else ():
+                # a restriction also holds as its paths are read, tidied
                 rules.append((dataclasses.replace(rule, pattern=tidy), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
         # only argument rules look at paths: without one, no call needs the workspace root
@@ -425,16 +425,22 @@ def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
     return key == own_key or (key is not None and builtin_aliases().get(key) == own_key)
 
 
-def _tidied(pattern: str | None) -> str | None:
-    """A restricting rule's pattern as the paths it is matched against are spelt
-    (`path_forms` normalises them: ``./secrets/key`` is ``secrets/key``), where that differs:
-    ``read_file(./secrets/*): deny`` matched no path, and the model read the key."""
+def _tidied(pattern: str | None) -> list[str]:
+    """A restricting rule's pattern as the paths it is matched against are spelt, where that
+    differs: normalised (`path_forms` normalises them: ``./secrets/key`` is ``secrets/key``;
+    ``read_file(./secrets/*): deny`` matched no path, and the model read the key), and with
+    ``~`` as the home folder (``bash(cat ~/.ssh/*)`` let ``cat /root/.ssh/id_rsa`` run)."""
     if not pattern or "/" not in pattern:
-        return None
+        return []
+
+    def tidy(word: str, home: bool) -> str:
+        if "/" not in word or "://" in word:
+            return word
+        return posixpath.normpath(os.path.expanduser(word) if home else word)
+
     # word by word: a shell rule's words are paths too (`bash(cat ./secrets/*)`)
-    tidy = " ".join(posixpath.normpath(w) if "/" in w and "://" not in w else w
-                    for w in pattern.split(" "))
-    return tidy if tidy != pattern else None
+    forms = [" ".join(tidy(w, home) for w in pattern.split(" ")) for home in (False, True)]
+    return [f for f in dict.fromkeys(forms) if f != pattern]
 
 
 def _check_policy(where: str, policy: Any) -> Policy | None:

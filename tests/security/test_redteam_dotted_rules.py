@@ -2,10 +2,12 @@
 Claude Code's settings write ``Read(./.env)``): the paths a rule is matched against are
 normalised (``./secrets/key`` is ``secrets/key``, so is ``/ws/secrets/key``), the pattern was
 not, and no spelling of the path met it: the model read the key, whether it asked for
-``secrets/key``, ``./secrets/key`` or the absolute path. So for ``bash(cat ./secrets/*)``.
+``secrets/key``, ``./secrets/key`` or the absolute path. So for ``bash(cat ./secrets/*)``, and
+``bash(cat ~/.ssh/*)`` let ``cat /home/me/.ssh/id_rsa`` run.
 
 Fixed here: a deny or confirm rule's pattern also holds as its paths are normalised, word by
-word (`posixpath.normpath`: ``./``, ``//``, ``a/..``); a grant stays as written.
+word (`posixpath.normpath`: ``./``, ``//``, ``a/..``), and with ``~`` as the home folder; a
+grant stays as written.
 """
 
 from __future__ import annotations
@@ -60,3 +62,18 @@ def test_a_dotted_shell_rule_holds(tmp_path: Path, command: str) -> None:
     bash = ToolSet.resolve(["bash"]).get("bash")
     call = ToolCall(name="bash", arguments={"command": command})
     assert policy.resolve(call, bash, received=policy.received(call, bash))[0] == "deny"
+
+
+def test_a_shell_rule_on_the_home_folder_holds_for_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ``bash(cat ~/.ssh/*): deny`` let ``cat /home/me/.ssh/id_rsa`` run
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    guard = GuardConstraints.model_validate(
+        {"tool_policy": {"bash(cat ~/.ssh/*)": "deny", "bash": "allow"}})
+    policy = ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace(tmp_path))
+    bash = ToolSet.resolve(["bash"]).get("bash")
+    for command in (f"cat {home}/.ssh/id_rsa", "cat ~/.ssh/id_rsa"):
+        call = ToolCall(name="bash", arguments={"command": command})
+        assert policy.resolve(call, bash, received=policy.received(call, bash))[0] == "deny"
