@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
@@ -429,9 +430,16 @@ def _tidied(pattern: str | None) -> list[str]:
     """A restricting rule's pattern as the paths it is matched against are spelt, where that
     differs: normalised (`path_forms` normalises them: ``./secrets/key`` is ``secrets/key``;
     ``read_file(./secrets/*): deny`` matched no path, and the model read the key), and with
-    ``~`` as the home folder (``bash(cat ~/.ssh/*)`` let ``cat /root/.ssh/id_rsa`` run)."""
-    if not pattern or "/" not in pattern:
+    ``~`` as the home folder (``bash(cat ~/.ssh/*)`` let ``cat /root/.ssh/id_rsa`` run); a URL
+    rule written without its scheme (``http_request(url:evil.com/*)``) as any scheme's."""
+    if not pattern:
         return []
+    forms: list[str] = []
+    if _HOST_FIRST.fullmatch(pattern):  # the URLs are matched as the client sends them
+        forms += [f"*://{host}{rest}" for host in dict.fromkeys((pattern, pattern.lower()))
+                  for rest in ("", "/*")]
+    if "/" not in pattern:
+        return forms
 
     def tidy(word: str, home: bool) -> str:
         if "/" not in word or "://" in word:
@@ -439,8 +447,12 @@ def _tidied(pattern: str | None) -> list[str]:
         return posixpath.normpath(os.path.expanduser(word) if home else word)
 
     # word by word: a shell rule's words are paths too (`bash(cat ./secrets/*)`)
-    forms = [" ".join(tidy(w, home) for w in pattern.split(" ")) for home in (False, True)]
+    forms += [" ".join(tidy(w, home) for w in pattern.split(" ")) for home in (False, True)]
     return [f for f in dict.fromkeys(forms) if f != pattern]
+
+
+_HOST_FIRST = re.compile(r"[A-Za-z0-9*-]+(?:\.[A-Za-z0-9*-]+)+(?::[0-9*]+)?(?:/\S*)?")
+"""A pattern that starts with a host name (``evil.com/*``, ``api.evil.com:8443``)."""
 
 
 def _check_policy(where: str, policy: Any) -> Policy | None:

@@ -3,11 +3,12 @@ Claude Code's settings write ``Read(./.env)``): the paths a rule is matched agai
 normalised (``./secrets/key`` is ``secrets/key``, so is ``/ws/secrets/key``), the pattern was
 not, and no spelling of the path met it: the model read the key, whether it asked for
 ``secrets/key``, ``./secrets/key`` or the absolute path. So for ``bash(cat ./secrets/*)``, and
-``bash(cat ~/.ssh/*)`` let ``cat /home/me/.ssh/id_rsa`` run.
+``bash(cat ~/.ssh/*)`` let ``cat /home/me/.ssh/id_rsa`` run, and a URL rule written without its
+scheme (``http_request(url:evil.com/*)``) met no URL the client sends.
 
 Fixed here: a deny or confirm rule's pattern also holds as its paths are normalised, word by
-word (`posixpath.normpath`: ``./``, ``//``, ``a/..``), and with ``~`` as the home folder; a
-grant stays as written.
+word (`posixpath.normpath`: ``./``, ``//``, ``a/..``), with ``~`` as the home folder, and a
+host-first pattern as any scheme's URL; a grant stays as written.
 """
 
 from __future__ import annotations
@@ -77,3 +78,16 @@ def test_a_shell_rule_on_the_home_folder_holds_for_its_path(
     for command in (f"cat {home}/.ssh/id_rsa", "cat ~/.ssh/id_rsa"):
         call = ToolCall(name="bash", arguments={"command": command})
         assert policy.resolve(call, bash, received=policy.received(call, bash))[0] == "deny"
+
+
+@pytest.mark.parametrize("rule", ["http_request(url:evil.com/*)", "http_request(evil.com)",
+                                  "http_request(EVIL.com/*)"])
+@pytest.mark.parametrize("url", ["https://evil.com/x", "http://evil.com", "HTTPS://EVIL.COM./x"])
+def test_a_url_rule_without_its_scheme_holds(tmp_path: Path, rule: str, url: str) -> None:
+    # the client sends ``https://evil.com/x``: a rule written ``evil.com/*`` met no URL
+    guard = GuardConstraints.model_validate(
+        {"tool_policy": {rule: "deny", "http_request": "allow"}})
+    policy = ToolPolicyChecker.from_guard_constraints(guard, workspace=workspace(tmp_path))
+    fetch = ToolSet.resolve(["http_request"]).get("http_request")
+    call = ToolCall(name="http_request", arguments={"url": url})
+    assert policy.resolve(call, fetch, received=policy.received(call, fetch))[0] == "deny"
