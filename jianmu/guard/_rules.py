@@ -293,7 +293,8 @@ class Rule:
     text: str = ""
     """The rule as written."""
     aliases: frozenset[str] = frozenset()
-    """Other lower-cased names of the same tool (``file_read`` for ``read_file``) it covers."""
+    """Other lower-cased names of the same tool (``file_read`` for ``read_file``) it covers;
+    one ending ``__*`` covers every tool of that MCP server (``gh__*``)."""
 
     @property
     def is_name_rule(self) -> bool:
@@ -303,7 +304,8 @@ class Rule:
     def applies_to(self, tool_name: str) -> bool:
         """Whether the rule is about the tool called ``tool_name`` (case-insensitive)."""
         name = tool_name.strip().lower()
-        return name == self.tool or name in self.aliases
+        return name == self.tool or name in self.aliases or any(
+            a.endswith("__*") and name.startswith(a[:-1]) for a in self.aliases)
 
     def value_of(self, call: ToolCall, tool: _Tool = None) -> tuple[str | None, str] | None:
         """The argument the pattern is matched against, as ``(argument name, text)``.

@@ -318,19 +318,22 @@ def _alias_groups() -> dict[str, frozenset[str]]:
     return {name: frozenset(group) for group in groups.values() for name in group}
 
 
-_CLAUDE_MCP_NAME = re.compile(r"mcp__([a-z0-9](?:[a-z0-9-]|_(?!_))*)__(.+)")
-"""Claude Code's name of an MCP server's tool, lower-cased: ``mcp__<server>__<tool>``."""
+_CLAUDE_MCP_NAME = re.compile(r"mcp__([a-z0-9](?:[a-z0-9-]|_(?!_))*)(?:__(.+))?")
+"""Claude Code's name of an MCP server's tool, lower-cased: ``mcp__<server>__<tool>``, or of
+all of its tools: ``mcp__<server>``."""
 
 
 def _restricted_names(name: str, groups: Mapping[str, frozenset[str]]) -> frozenset[str]:
     """Every tool a restriction written for ``name`` (lower-cased: a deny or confirm rule, a
     rate limit) holds for: the built-in's names (`_alias_groups`), and for an MCP server's
     tool named as Claude Code names it (``mcp__gh__delete_repo``, a list copied from its
-    settings) the name Jianmu gives it (``gh__delete_repo``): a deny rule so spelt ran the
-    tool."""
+    settings) the name Jianmu gives it (``gh__delete_repo``), and for a whole server
+    (``mcp__gh``) each of its tools (``gh__*``, `Rule.applies_to`; a rate limit counts by
+    name only): a deny rule so spelt ran the tool."""
     names = groups.get(name, frozenset({name}))
     claude = [_CLAUDE_MCP_NAME.fullmatch(n) for n in names]
-    return names | {f"{m[1]}__{m[2]}" for m in claude if m is not None}
+    return names | {f"{m[1]}__{m[2] or '*'}" for m in claude
+                    if m is not None and not m[1].endswith("_")}
 
 
 def _granted_names(name: str) -> frozenset[str]:

@@ -5,7 +5,8 @@ and the rule named no tool: ``tool_policy: {mcp__gh__wipe: deny}`` let a server 
 ``read_only`` run its ``readOnlyHint`` tool ``wipe`` for the model.
 
 Fixed here: a restriction (a deny or confirm rule, a rate limit) written with Claude Code's
-name of an MCP tool also holds for Jianmu's; a grant stays with the name it was written for.
+name of an MCP tool also holds for Jianmu's, and a deny or confirm rule for a whole server
+(``mcp__gh``) for each of its tools; a grant stays with the name it was written for.
 """
 
 from __future__ import annotations
@@ -62,3 +63,26 @@ async def test_a_rate_limit_in_claudes_spelling_counts() -> None:
 async def test_a_grant_in_claudes_spelling_grants_nothing_more() -> None:
     guard = {"default_policy": "confirm", "tool_policy": {"mcp__gh__wipe": "allow"}}
     assert await run_calls(guard) == ["c0"] and RAN == []
+
+
+@tool(name="ghx__wipe")
+def other_wipe(repo: str) -> str:
+    """Another server's tool of the same name.
+
+    Args:
+        repo: which.
+    """
+    RAN.append(f"ghx {repo}")
+    return "wiped"
+
+
+async def test_a_deny_rule_for_a_whole_server_in_claudes_spelling_holds() -> None:
+    # Claude Code's ``mcp__gh`` names every tool of the server ``gh``
+    RAN.clear()
+    constraints = Constraints.model_validate({"guard": {"tool_policy": {"mcp__gh": "deny"}}})
+    node = ToolExecutor(tools=[wipe, other_wipe], constraints=constraints)
+    state = StateManager(AgentState, {"actions": [
+        {"id": "a", "name": "gh__wipe", "arguments": {"repo": "r"}},
+        {"id": "b", "name": "ghx__wipe", "arguments": {"repo": "r"}}]})
+    await ReactiveRunner(node, state).run()
+    assert RAN == ["ghx r"]
