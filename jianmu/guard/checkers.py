@@ -323,14 +323,27 @@ _CLAUDE_MCP_NAME = re.compile(r"mcp__([a-z0-9](?:[a-z0-9-]|_(?!_))*)(?:__(.+))?"
 all of its tools: ``mcp__<server>``."""
 
 
+_CLAUDE_TOOLS: dict[str, frozenset[str]] = {
+    "read": frozenset({"read_file", "read_skill_file"}), "write": frozenset({"write_file"}),
+    "edit": frozenset({"str_replace", "write_file"}),
+    "multiedit": frozenset({"str_replace", "write_file"}),
+    "glob": frozenset({"glob_search"}), "grep": frozenset({"grep_search"}),
+    "ls": frozenset({"list_dir"}), "webfetch": frozenset({"http_request"}),
+    "websearch": frozenset({"duckduckgo_search"}),
+}
+"""The built-ins a restriction written with a Claude Code tool's name holds for (its settings'
+``Read(./.env)``; a SKILL.md's ``allowed-tools`` maps the same names)."""
+
+
 def _restricted_names(name: str, groups: Mapping[str, frozenset[str]]) -> frozenset[str]:
     """Every tool a restriction written for ``name`` (lower-cased: a deny or confirm rule, a
     rate limit) holds for: the built-in's names (`_alias_groups`), and for an MCP server's
     tool named as Claude Code names it (``mcp__gh__delete_repo``, a list copied from its
     settings) the name Jianmu gives it (``gh__delete_repo``), and for a whole server
     (``mcp__gh``) each of its tools (``gh__*``, `Rule.applies_to`; a rate limit counts by
-    name only): a deny rule so spelt ran the tool."""
-    names = groups.get(name, frozenset({name}))
+    name only): a deny rule so spelt ran the tool. So for a Claude Code tool's name
+    (`_CLAUDE_TOOLS`: ``Read`` is ``read_file``)."""
+    names = groups.get(name, frozenset({name})) | _CLAUDE_TOOLS.get(name, frozenset())
     claude = [_CLAUDE_MCP_NAME.fullmatch(n) for n in names]
     return names | {f"{m[1]}__{m[2] or '*'}" for m in claude
                     if m is not None and not m[1].endswith("_")}

@@ -165,6 +165,9 @@ class ToolPolicyChecker(BaseChecker):
             names = (_granted_names(rule.tool) if checked == "allow" else
                      _restricted_names(rule.tool, groups)) - {rule.tool}
             rule = dataclasses.replace(rule, aliases=names)
+            if rule.tool == "webfetch" and rule.key == "domain" and rule.pattern:
+                # Claude Code's WebFetch(domain:evil.com): the URLs of that host
+                rule = dataclasses.replace(rule, key="url", pattern=f"*://{rule.pattern}/*")
             rules.append((rule, checked))
             for tidy in _tidied(rule.pattern) if checked != "allow" else ():
                 # a restriction also holds as its paths are read, tidied

@@ -1,4 +1,4 @@
-"""Red team, a rule naming an MCP server's tool as Claude Code names it: ``mcp__gh__wipe``
+"""Red team, a rule naming a tool as Claude Code names it. An MCP server's: ``mcp__gh__wipe``
 (a deny list copied from Claude Code's settings, as its ``Bash(git:*)`` form is read here,
 and as a skill's ``allowed-tools`` names MCP tools). Jianmu names that tool ``gh__wipe``,
 and the rule named no tool: ``tool_policy: {mcp__gh__wipe: deny}`` let a server trusted with
@@ -6,17 +6,24 @@ and the rule named no tool: ``tool_policy: {mcp__gh__wipe: deny}`` let a server 
 
 Fixed here: a restriction (a deny or confirm rule, a rate limit) written with Claude Code's
 name of an MCP tool also holds for Jianmu's, and a deny or confirm rule for a whole server
-(``mcp__gh``) for each of its tools; a grant stays with the name it was written for.
+(``mcp__gh``) for each of its tools; so does one naming a Claude Code tool (``Read(./.env)``
+for read_file, ``WebFetch(domain:evil.com)`` for http_request's URLs of that host), which named
+no tool either. A grant stays with the name it was written for.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jianmu import Constraints, ReactiveRunner, StateManager
+from jianmu.constraints import GuardConstraints
+from jianmu.guard import ToolPolicyChecker
 from jianmu.nodes.state import AgentState
 from jianmu.nodes.tool_executor import ToolExecutor
-from jianmu.tools import tool
+from jianmu.tools import ToolSet, tool
+from jianmu.tools.calls import ToolCall
 
 pytestmark = pytest.mark.anyio
 RAN: list[str] = []
@@ -86,3 +93,29 @@ async def test_a_deny_rule_for_a_whole_server_in_claudes_spelling_holds() -> Non
         {"id": "b", "name": "ghx__wipe", "arguments": {"repo": "r"}}]})
     await ReactiveRunner(node, state).run()
     assert RAN == ["ghx r"]
+
+
+async def test_a_deny_rule_with_claudes_tool_names_holds(tmp_path: Path) -> None:
+    # Claude Code's settings deny ``Read(./.env)``; Jianmu's tool is read_file
+    (tmp_path / ".env").write_text("API_KEY=s3cr3t\n")
+    constraints = Constraints.model_validate({
+        "guard": {"tool_policy": {"Read(./.env)": "deny"}},
+        "execution": {"workdir": str(tmp_path)}})
+    node = ToolExecutor(tools=ToolSet.resolve(["read_file"]), constraints=constraints)
+    state = StateManager(AgentState, {"actions": [
+        {"id": "c", "name": "read_file", "arguments": {"path": ".env"}}]})
+    await ReactiveRunner(node, state).run()
+    said = state.get("messages")[-1].content
+    assert "s3cr3t" not in said and "denied" in said, said
+
+
+@pytest.mark.parametrize(("url", "verdict"), [("https://evil.com/x", "deny"),
+                                              ("HTTP://EVIL.COM", "deny"),
+                                              ("https://good.com/x", "allow")])
+def test_claudes_web_fetch_domain_rule_holds_for_that_host(url: str, verdict: str) -> None:
+    guard = GuardConstraints.model_validate(
+        {"tool_policy": {"WebFetch(domain:evil.com)": "deny", "http_request": "allow"}})
+    policy = ToolPolicyChecker.from_guard_constraints(guard)
+    fetch = ToolSet.resolve(["http_request"]).get("http_request")
+    call = ToolCall(name="http_request", arguments={"url": url})
+    assert policy.resolve(call, fetch, received=policy.received(call, fetch))[0] == verdict
