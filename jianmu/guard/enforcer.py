@@ -169,6 +169,11 @@ class ToolPolicyChecker(BaseChecker):
                 # Claude Code's WebFetch(domain:evil.com): the URLs of that host
                 rule = dataclasses.replace(rule, key="url", pattern=f"*://{rule.pattern}/*")
             rules.append((rule, checked))
+            folder = _SEARCHED.get(rule.tool) if rule.key is None else None
+            if checked != "allow" and folder is not None and "/" in (rule.pattern or ""):
+                # its main argument is what it looks for: a path names the files it reads
+                rule = dataclasses.replace(rule, key=folder)
+                rules.append((rule, checked))
             for tidy in _tidied(rule.pattern) if checked != "allow" else ():
                 # a restriction also holds as its paths are read, tidied
                 rules.append((dataclasses.replace(rule, pattern=tidy), checked))
@@ -427,6 +432,12 @@ def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
         return True
     key, own_key = name_key(name), name_key(own)
     return key == own_key or (key is not None and builtin_aliases().get(key) == own_key)
+
+
+_SEARCHED = {"grep_search": "path", "glob_search": "root"}
+"""The folder argument of the searches whose main argument is a pattern: a restricting rule
+on a path written ``grep_search(secrets/*)``, as ``read_file(secrets/*)`` is, also holds for
+it (it was read against the regular expression, and ``grep_search .`` returned the key)."""
 
 
 def _tidied(pattern: str | None) -> list[str]:

@@ -4,11 +4,13 @@ normalised (``./secrets/key`` is ``secrets/key``, so is ``/ws/secrets/key``), th
 not, and no spelling of the path met it: the model read the key, whether it asked for
 ``secrets/key``, ``./secrets/key`` or the absolute path. So for ``bash(cat ./secrets/*)``, and
 ``bash(cat ~/.ssh/*)`` let ``cat /home/me/.ssh/id_rsa`` run, and a URL rule written without its
-scheme (``http_request(url:evil.com/*)``) met no URL the client sends.
+scheme (``http_request(url:evil.com/*)``) met no URL the client sends; and a search's path
+rule (``grep_search(secrets/*)``) was read against what it looks for, its regular expression.
 
 Fixed here: a deny or confirm rule's pattern also holds as its paths are normalised, word by
 word (`posixpath.normpath`: ``./``, ``//``, ``a/..``), with ``~`` as the home folder, and a
-host-first pattern as any scheme's URL; a grant stays as written.
+host-first pattern as any scheme's URL, and a search's path rule on the folder it searches; a
+grant stays as written.
 """
 
 from __future__ import annotations
@@ -91,3 +93,25 @@ def test_a_url_rule_without_its_scheme_holds(tmp_path: Path, rule: str, url: str
     fetch = ToolSet.resolve(["http_request"]).get("http_request")
     call = ToolCall(name="http_request", arguments={"url": url})
     assert policy.resolve(call, fetch, received=policy.received(call, fetch))[0] == "deny"
+
+
+@pytest.mark.parametrize(("rule", "name", "arguments"), [
+    ("grep_search(secrets/*)", "grep_search", {"pattern": "s3cr3t"}),
+    ("grep_search(secrets/*)", "grep_search", {"pattern": "s3cr3t", "path": "."}),
+    ("grep_search(./secrets/*)", "grep_search", {"pattern": ".", "path": "secrets"}),
+    ("glob_search(secrets/*)", "glob_search", {"pattern": "**/*"}),
+])
+async def test_a_searchs_path_rule_holds_for_what_it_searches(
+    tmp_path: Path, rule: str, name: str, arguments: dict[str, str],
+) -> None:
+    # the searches' main argument is what they look for: ``grep_search(secrets/*): deny``
+    # was read against the regular expression, and a search of ``.`` returned the key
+    ws = workspace(tmp_path)
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {rule: "deny"}}, "execution": {"workdir": str(ws)}})
+    node = ToolExecutor(tools=ToolSet.resolve([name]), constraints=constraints)
+    state = StateManager(AgentState, {"actions": [
+        {"id": "c", "name": name, "arguments": arguments}]})
+    await ReactiveRunner(node, state).run()
+    said = state.get("messages")[-1].content
+    assert "s3cr3t" not in said and "secrets/key" not in said and "denied" in said, said
