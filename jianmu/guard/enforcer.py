@@ -445,15 +445,19 @@ def _tidied(pattern: str | None) -> list[str]:
     differs: normalised (`path_forms` normalises them: ``./secrets/key`` is ``secrets/key``;
     ``read_file(./secrets/*): deny`` matched no path, and the model read the key), and with
     ``~`` as the home folder (``bash(cat ~/.ssh/*)`` let ``cat /root/.ssh/id_rsa`` run); a URL
-    rule written without its scheme (``http_request(url:evil.com/*)``) as any scheme's."""
+    rule written without its scheme (``http_request(url:evil.com/*)``) as any scheme's; a
+    folder named alone (``read_file(secrets)``) as the files in it."""
     if not pattern:
         return []
     forms: list[str] = []
     if _HOST_FIRST.fullmatch(pattern):  # the URLs are matched as the client sends them
         forms += [f"*://{host}{rest}" for host in dict.fromkeys((pattern, pattern.lower()))
                   for rest in ("", "/*")]
+    if not set(pattern) & set("*?[") and " " not in pattern:
+        # a folder named alone (`read_file(secrets)`, `read_file(./secrets/)`) holds its files
+        forms.append(posixpath.normpath(pattern) + "/*")
     if "/" not in pattern:
-        return forms
+        return [f for f in dict.fromkeys(forms) if f != pattern]
 
     def tidy(word: str, home: bool) -> str:
         if "/" not in word or "://" in word:

@@ -5,12 +5,13 @@ not, and no spelling of the path met it: the model read the key, whether it aske
 ``secrets/key``, ``./secrets/key`` or the absolute path. So for ``bash(cat ./secrets/*)``, and
 ``bash(cat ~/.ssh/*)`` let ``cat /home/me/.ssh/id_rsa`` run, and a URL rule written without its
 scheme (``http_request(url:evil.com/*)``) met no URL the client sends; and a search's path
-rule (``grep_search(secrets/*)``) was read against what it looks for, its regular expression.
+rule (``grep_search(secrets/*)``) was read against what it looks for, its regular expression;
+and ``read_file(secrets)``, a folder named alone, held for no file in it.
 
 Fixed here: a deny or confirm rule's pattern also holds as its paths are normalised, word by
 word (`posixpath.normpath`: ``./``, ``//``, ``a/..``), with ``~`` as the home folder, and a
-host-first pattern as any scheme's URL, and a search's path rule on the folder it searches; a
-grant stays as written.
+host-first pattern as any scheme's URL, a search's path rule on the folder it searches, and a
+pattern without a wildcard for what lies below it too; a grant stays as written.
 """
 
 from __future__ import annotations
@@ -115,3 +116,18 @@ async def test_a_searchs_path_rule_holds_for_what_it_searches(
     await ReactiveRunner(node, state).run()
     said = state.get("messages")[-1].content
     assert "s3cr3t" not in said and "secrets/key" not in said and "denied" in said, said
+
+
+@pytest.mark.parametrize("rule", ["read_file(secrets)", "read_file(./secrets/)",
+                                  "read_file(path:secrets)"])
+async def test_a_deny_rule_naming_a_folder_holds_for_its_files(tmp_path: Path, rule: str) -> None:
+    # a glob with no wildcard named the folder only: read_file(secrets) let secrets/key be read
+    ws = workspace(tmp_path)
+    constraints = Constraints.model_validate(
+        {"guard": {"tool_policy": {rule: "deny"}}, "execution": {"workdir": str(ws)}})
+    node = ToolExecutor(tools=ToolSet.resolve(["read_file"]), constraints=constraints)
+    state = StateManager(AgentState, {"actions": [
+        {"id": "c", "name": "read_file", "arguments": {"path": "secrets/key"}}]})
+    await ReactiveRunner(node, state).run()
+    said = state.get("messages")[-1].content
+    assert "s3cr3t" not in said and "denied" in said, said
