@@ -783,7 +783,11 @@ class Constraints(_Strict):
             elif isinstance(layer, SkillConstraints):
                 merged = merged._tightened_by(layer)
             elif isinstance(layer, MemberConstraints):
-                caller = merged if layer.caller is None else merged._merged_with(layer.caller)
+                caller = merged
+                if layer.caller is not None:  # the first agent's: itself a member's in a sub-run
+                    caller = (caller._sealed_by(layer.caller)
+                              if isinstance(caller, CallerConstraints)
+                              else caller._merged_with(layer.caller))
                 merged = caller._sealed_by(layer)
             elif isinstance(layer, CallerConstraints):
                 merged = CallerConstraints.of(merged._merged_with(layer))

@@ -111,3 +111,24 @@ def test_a_members_sandbox_stays_within_its_callers() -> None:
         assert sealed.execution.timeout_s == local.timeout_s
     opened = Constraints.model_validate({"execution": {"network": True}})
     assert Constraints.merge(CallerConstraints.of(opened), loose).execution.network is True
+
+
+async def test_a_team_run_as_a_tool_stays_within_its_callers() -> None:
+    # the first agent of a team run as another's tool is a member too: its own allow, which
+    # its hand-off target's layer sat under, ran the payment the lead would have asked about
+    from jianmu import ReactiveRunner, StateManager
+    from jianmu.nodes import AgentState, agent_tool, create_react_node
+
+    allow = Constraints.model_validate({"guard": {"tool_policy": {"pay": "allow"}}})
+
+    def team() -> Any:
+        target = create_react_node(ScriptedLLM([[PAYS], "done"]), [pay], name="payer",
+                                   constraints=Constraints.model_validate({"max_iterations": 5}))
+        return create_react_node(ScriptedLLM([[{"name": "transfer_to_payer", "arguments": {}}]]),
+                                 [handoff(target)], name="front", constraints=allow)
+
+    lead = create_react_node(ScriptedLLM([[{"name": "desk", "arguments": {"input": "pay"}}], "ok"]),
+                             [agent_tool(team, name="desk", description="A desk.")], name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    result = await ReactiveRunner(lead, state).run()
+    assert result.status.value == "suspended" and RAN == [], result
