@@ -14,6 +14,7 @@ import pytest
 from jianmu import Agent, ScriptedLLM, tool
 from jianmu.runtime import RunStatus
 from jianmu.runtime.events import Event
+from tests.support.told_lock import ToldLock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -65,19 +66,6 @@ def test_cancel_from_another_thread_while_a_run_starts_never_fails_on_the_set_of
     moved = threading.Event()  # the other thread added its run, or waits to
     main = threading.current_thread()
 
-    class Lock:
-        def __init__(self) -> None:
-            self.lock = threading.Lock()
-
-        def __enter__(self) -> None:
-            if not self.lock.acquire(blocking=False):
-                if threading.current_thread() is not main:
-                    moved.set()
-                self.lock.acquire()
-
-        def __exit__(self, *exc: object) -> None:
-            self.lock.release()
-
     starting: list[threading.Thread] = []
 
     class Runs(weakref.WeakSet):  # type: ignore[type-arg]
@@ -94,7 +82,7 @@ def test_cancel_from_another_thread_while_a_run_starts_never_fails_on_the_set_of
                     assert moved.wait(30)
                 yield item
 
-    agent._lock = Lock()  # type: ignore[assignment]
+    agent._lock = ToldLock(main, moved)  # type: ignore[assignment]
     agent._runs = Runs(agent._runs)
     assert agent.cancel("no-such-run") is False
     starting[0].join(30)

@@ -14,6 +14,7 @@ import jianmu.nodes.agents as agents
 from jianmu import Agent, ScriptedLLM, tool
 from jianmu.llm.messages import Message
 from jianmu.nodes import agent_tool, create_react_node
+from tests.support.told_lock import ToldLock
 
 
 def _lead() -> tuple[Agent, Any]:
@@ -39,21 +40,6 @@ def test_a_run_on_another_thread_starting_its_sub_agent_fails_no_call(
     moved = threading.Event()  # the other thread added its calls, or waits to
     others: list[threading.Thread] = []
 
-    class Lock:
-        """The tools' lock, saying when the other thread waits for it."""
-
-        def __init__(self) -> None:
-            self.lock = threading.Lock()
-
-        def __enter__(self) -> None:
-            if not self.lock.acquire(blocking=False):
-                if threading.current_thread() is not main:
-                    moved.set()
-                self.lock.acquire()
-
-        def __exit__(self, *exc: object) -> None:
-            self.lock.release()
-
     class Held(weakref.WeakSet):  # type: ignore[type-arg]
         def add(self, item: Any) -> None:
             super().add(item)
@@ -70,7 +56,7 @@ def test_a_run_on_another_thread_starting_its_sub_agent_fails_no_call(
                 yield item
 
     kept = [agents._Calls() for _ in range(2)]  # the calls of two runs still held
-    monkeypatch.setattr(agents, "_HELD", Lock(), raising=False)
+    monkeypatch.setattr(agents, "_HELD", ToldLock(main, moved), raising=False)
     tool._held = Held(kept)
     result = lead.run_sync("1")
     others[0].join(30)
