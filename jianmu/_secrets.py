@@ -52,7 +52,9 @@ _KEY_VALUE = re.compile(
     (?P<value>(?:bearer|basic|token)\s+[^\s&;,'"<>)\]}}]+|'[^']*'|"[^"]*"|[^\s&;,'"<>)\]}}]+)
     """
 )
-_URL = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?P<rest>[^\s'\"<>]+)")
+# a scheme's length bounded (RFC 3986 sets none; registered ones are short): unbounded, every
+# word boundary of ``a.a.a...`` scanned to the text's end for a ``://``, quadratic in a log line
+_URL = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]{0,62}://)(?P<rest>[^\s'\"<>]+)")
 _QUERY_KEY = re.compile(rf"(?i)^(?:{_SECRET_KEY})$")
 _TOKEN_SCHEMES = frozenset({"http", "https", "ws", "wss"})
 """Schemes whose lone user-info (``https://TOKEN@host``) is a secret; elsewhere
