@@ -332,9 +332,9 @@ def coerce_messages(messages: Iterable[Message | Mapping[str, Any]]) -> list[Mes
     return [Message.from_openai(m) for m in messages]
 
 
-NOT_RUN = (
-    "not run to its end: the run was stopped before this call finished, and the conversation "
-    "went on without its result"
+NOT_RUN = (  # a call waiting for a person's approval never began: both are said
+    "not run, or not run to its end: the run was stopped before this call's result came, and "
+    "the conversation went on without it"
 )
 """The result recorded for a call the conversation left behind (`close_unanswered`)."""
 

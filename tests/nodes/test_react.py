@@ -320,7 +320,7 @@ async def test_a_run_stopped_mid_batch_then_a_new_message_closes_the_call_as_not
     assert _sent(llm) == [("user", [], None), ("assistant", ["c1"], None), ("tool", [], "c1"),
                           ("user", [], None)]
     closed = llm.requests[-1].messages[2].content
-    assert "stopped before this call finished" in closed, closed
+    assert "stopped before this call's result came" in closed, closed
     stored = state.get("messages")
     assert [m.role for m in stored] == ["user", "assistant", "tool", "user", "assistant"]
     assert not state.get("actions")
