@@ -340,13 +340,20 @@ def _restricted_names(name: str, groups: Mapping[str, frozenset[str]]) -> frozen
     rate limit) holds for: the built-in's names (`_alias_groups`), and for an MCP server's
     tool named as Claude Code names it (``mcp__gh__delete_repo``, a list copied from its
     settings) the name Jianmu gives it (``gh__delete_repo``), and for a whole server
-    (``mcp__gh``) each of its tools (``gh__*``, `Rule.applies_to`; a rate limit counts by
-    name only): a deny rule so spelt ran the tool. So for a Claude Code tool's name
+    (``mcp__gh``) each of its tools (``gh__*``, `Rule.applies_to`; a rate limit counts the
+    server's calls together): a deny rule so spelt ran the tool. So for a Claude Code tool's name
     (`_CLAUDE_TOOLS`: ``Read`` is ``read_file``)."""
     names = groups.get(name, frozenset({name})) | _CLAUDE_TOOLS.get(name, frozenset())
     claude = [_CLAUDE_MCP_NAME.fullmatch(n) for n in names]
     return names | {f"{m[1]}__{m[2] or '*'}" for m in claude
                     if m is not None and not m[1].endswith("_")}
+
+
+def _covers(names: frozenset[str], name: str | None) -> bool:
+    """Whether ``name`` (a tool's, lower-cased) is one of ``names``, or a tool of a server one
+    of them names whole (``gh__*``)."""
+    return name is not None and (name in names or any(
+        n.endswith("__*") and name.startswith(n[:-1]) for n in names))
 
 
 def _granted_names(name: str) -> frozenset[str]:
@@ -441,8 +448,16 @@ class RateLimitChecker(BaseChecker):
 
     def limit_for(self, name: str) -> int | None:
         """The per-minute limit of the tool ``name``, or ``None``."""
+        return min((limit for _key, limit in self._limits_of(name)), default=None)
+
+    def _limits_of(self, name: str) -> list[tuple[str, int]]:
+        """Each limit that holds for the tool ``name``: its own, and a whole MCP server's
+        (``gh__*``, written ``mcp__gh``) for each of the server's tools."""
         key = name_key(name)
-        return None if key is None else self.rate_limits.get(key)
+        if key is None:
+            return []
+        return [(each, limit) for each, limit in self.rate_limits.items()
+                if _covers(frozenset({each}), key)]
 
     def check(self, context: GuardContext, previous: Decision) -> Decision:
         """Deny past a limit; otherwise pass ``previous`` on."""
@@ -456,19 +471,17 @@ class RateLimitChecker(BaseChecker):
                     f"call(s) made in this run and {earlier} admitted earlier in this batch",
                     checker=self.name,
                 )
-        name = name_key(context.call.name)
-        limit = None if name is None else self.rate_limits.get(name)
-        if name is not None and limit is not None:
+        for each, limit in self._limits_of(context.call.name):
             now = self.clock()
-            names = self._names.get(name, frozenset({name}))
+            names = self._names.get(each, frozenset({each}))
             recent = sum(
                 1
                 for key, times in context.call_times.items()
-                if name_key(key) in names
+                if _covers(names, name_key(key))
                 for t in times
                 if now - t < RATE_WINDOW_SECONDS
             )
-            recent += sum(1 for c in context.admitted if name_key(c.name) in names)
+            recent += sum(1 for c in context.admitted if _covers(names, name_key(c.name)))
             if recent >= limit:
                 return Decision.deny(
                     f"rate limit of tool {context.call.name!r} is {limit} call(s) per minute "

@@ -119,3 +119,27 @@ def test_claudes_web_fetch_domain_rule_holds_for_that_host(url: str, verdict: st
     fetch = ToolSet.resolve(["http_request"]).get("http_request")
     call = ToolCall(name="http_request", arguments={"url": url})
     assert policy.resolve(call, fetch, received=policy.received(call, fetch))[0] == verdict
+
+
+@tool(name="gh__list")
+def gh_list(repo: str) -> str:
+    """List a repository (another tool of the same server).
+
+    Args:
+        repo: which.
+    """
+    RAN.append(f"list {repo}")
+    return "listed"
+
+
+@pytest.mark.parametrize("key", ["mcp__gh", "MCP__GH"])
+async def test_a_whole_servers_rate_limit_in_claudes_spelling_counts(key: str) -> None:
+    # ``rate_limits: {mcp__gh: 1}`` named no tool: every call of the server's tools ran
+    RAN.clear()
+    limits = Constraints.model_validate({"guard": {"rate_limits": {key: 1}}})
+    node = ToolExecutor(tools=[wipe, gh_list], constraints=limits)
+    actions = [{"id": "c0", "name": "gh__wipe", "arguments": {"repo": "r0"}},
+               {"id": "c1", "name": "gh__list", "arguments": {"repo": "r1"}},
+               {"id": "c2", "name": "gh__wipe", "arguments": {"repo": "r2"}}]
+    await ReactiveRunner(node, StateManager(AgentState, {"actions": actions})).run()
+    assert RAN == ["r0"]
