@@ -164,19 +164,29 @@ class ToolPolicyChecker(BaseChecker):
             # like one of its aliases; a restriction holds under every name of the built-in
             names = (_granted_names(rule.tool) if checked == "allow" else
                      _restricted_names(rule.tool, groups)) - {rule.tool}
+            searches = _CLAUDE_SEARCHES.get(rule.tool, ()) if checked != "allow" else ()
+            if rule.is_name_rule:
+                names |= frozenset(searches)  # `Read: deny` reads nothing, searching neither
             rule = dataclasses.replace(rule, aliases=names)
             if rule.tool == "webfetch" and rule.key == "domain" and rule.pattern:
                 # Claude Code's WebFetch(domain:evil.com): the URLs of that host
                 rule = dataclasses.replace(rule, key="url", pattern=f"*://{rule.pattern}/*")
-            rules.append((rule, checked))
-            folder = _SEARCHED.get(rule.tool) if rule.key is None else None
-            if checked != "allow" and folder is not None and "/" in (rule.pattern or ""):
-                # its main argument is what it looks for: a path names the files it reads
-                rule = dataclasses.replace(rule, key=folder)
-                rules.append((rule, checked))
-            for tidy in _tidied(rule.pattern) if checked != "allow" else ():
-                # a restriction also holds as its paths are read, tidied
-                rules.append((dataclasses.replace(rule, pattern=tidy), checked))
+            derived = [rule]
+            pattern = rule.pattern or "" if checked != "allow" else ""
+            for search in (*searches, rule.tool) if pattern else ():
+                folder = _SEARCHED.get(search)
+                # Claude Code's `Read(path)`, or Jianmu's `Read(path:...)` as read_file's
+                if folder is not None and (rule.key in (None, "path") if search in searches
+                                           else rule.key is None and "/" in pattern):
+                    # its main argument is what it looks for: a path names the files it reads
+                    # (a `Read(path)` rule holds for the searches, as Claude Code's does)
+                    derived.append(dataclasses.replace(rule, tool=search, key=folder,
+                                                       aliases=frozenset()))
+            for each in derived:
+                rules.append((each, checked))
+                for tidy in _tidied(each.pattern) if checked != "allow" else ():
+                    # a restriction also holds as its paths are read, tidied
+                    rules.append((dataclasses.replace(each, pattern=tidy), checked))
         self.rules: tuple[tuple[Rule, Policy], ...] = tuple(rules)
         # only argument rules look at paths: without one, no call needs the workspace root
         self._needs_root = any(not rule.is_name_rule for rule, _policy in self.rules)
@@ -435,6 +445,9 @@ def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
 
 
 _SEARCHED = {"grep_search": "path", "glob_search": "root"}
+_CLAUDE_SEARCHES = {"read": ("grep_search", "glob_search")}
+"""The searches a Claude Code tool's restriction also holds for: Claude Code applies its
+``Read(path)`` rules to Grep and Glob, and a search reads the files beneath its folder."""
 """The folder argument of the searches whose main argument is a pattern: a restricting rule
 on a path written ``grep_search(secrets/*)``, as ``read_file(secrets/*)`` is, also holds for
 it (it was read against the regular expression, and ``grep_search .`` returned the key)."""
