@@ -2,7 +2,7 @@
 
 Config files and SKILL.md front matter may be written by an attacker, so their YAML is read by
 `compose_and_load`: no anchors or aliases, no key written twice (the second would silently
-replace the first: a deny rule gone), bounded size and depth. Aliases are what make a
+replace the first: a deny rule gone) nor merged in with ``<<``, bounded size and depth. Aliases are what make a
 "billion laughs" document: ten short lines that expand to gigabytes. Refusing them at the first
 anchor, before anything is built, keeps memory flat; the size and nesting bounds keep a huge
 or very deep document from exhausting memory or the stack.
@@ -807,7 +807,12 @@ def _strict_loader() -> Any:
                 seen: set[Any] = set()
                 for key_node, _ in node.value:
                     if key_node.tag == "tag:yaml.org,2002:merge":
-                        continue
+                        # a later key silently replaces a merged one (`<<: {rm: deny}` then
+                        # `rm: allow`): refused as a key written twice would be
+                        raise YAMLRefused(
+                            "YAML merge keys (<<) are not allowed; write the keys out",
+                            problem_mark=key_node.start_mark,
+                        )
                     key = self.construct_object(key_node, deep=True)
                     try:
                         repeated = key in seen
