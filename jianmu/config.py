@@ -2,10 +2,10 @@
 
 Config files and SKILL.md front matter may be written by an attacker, so their YAML is read by
 `compose_and_load`: no anchors or aliases, no key written twice (the second would silently
-replace the first: a deny rule gone) nor merged in with ``<<``, bounded size and depth. Aliases are what make a
-"billion laughs" document: ten short lines that expand to gigabytes. Refusing them at the first
-anchor, before anything is built, keeps memory flat; the size and nesting bounds keep a huge
-or very deep document from exhausting memory or the stack.
+replace the first: a deny rule gone) nor merged in with ``<<``, bounded size and depth.
+Aliases are what make a "billion laughs" document: ten short lines that expand to gigabytes.
+Refusing them at the first anchor, before anything is built, keeps memory flat; the size and
+nesting bounds keep a huge or very deep document from exhausting memory or the stack.
 """
 
 from __future__ import annotations
