@@ -831,8 +831,9 @@ class Constraints(_Strict):
     def _sealed_by(self, member: Constraints) -> CallerConstraints:
         """These (a caller's effective) constraints with a team member's own layer, which may
         not loosen them: its rules and limits merge, the caller's guard stays a floor
-        (`GuardConstraints.floors`), and its sandbox may not turn the network on or raise a
-        limit past the caller's (else the mode's default)."""
+        (`GuardConstraints.floors`), its sandbox may not turn the network on or raise a limit
+        past the caller's (else the mode's default), nor its loop ``max_iterations`` (else
+        `DEFAULT_MAX_ITERATIONS`)."""
         guard = GuardConstraints.merge(self.guard, member.guard)
         floor = self.guard.model_copy(update={})  # its own floors are the merge's already
         floor._floors = ()
@@ -846,7 +847,10 @@ class Constraints(_Strict):
         })
         return CallerConstraints(
             guard=guard._with_floors(*guard.floors, floor), execution=execution,
-            max_iterations=_min((self.max_iterations, member.max_iterations)),
+            # set even when neither layer is: the member's own `max_iterations=` may not
+            # raise the caller's (else the default's) either
+            max_iterations=_min((self.max_iterations or DEFAULT_MAX_ITERATIONS,
+                                 member.max_iterations)),
             timeout=_min((self.timeout, member.timeout)),
             max_messages=_min((self.max_messages, member.max_messages)),
         )
@@ -862,8 +866,11 @@ class CallerConstraints(Constraints):
         """``layer`` marked as a caller's (its guard's floors kept)."""
         if isinstance(layer, CallerConstraints):
             return layer
+        # the caller's loop limit is set (else the default's): a member, with a layer of its
+        # own or none, may not run more rounds with its own `max_iterations=`
         return cls(guard=layer.guard, execution=layer.execution,
-                   max_iterations=layer.max_iterations, timeout=layer.timeout,
+                   max_iterations=layer.max_iterations or DEFAULT_MAX_ITERATIONS,
+                   timeout=layer.timeout,
                    max_messages=layer.max_messages)
 
 

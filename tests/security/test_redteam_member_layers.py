@@ -132,3 +132,34 @@ async def test_a_team_run_as_a_tool_stays_within_its_callers() -> None:
     state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
     result = await ReactiveRunner(lead, state).run()
     assert result.status.value == "suspended" and RAN == [], result
+
+
+def _looker(**options: Any) -> Agent:
+    script: list[Any] = [[{"name": "look", "arguments": {"what": str(i)}}] for i in range(25)]
+    return Agent(ScriptedLLM([*script, "done"]), tools=[look], name="looker", **options)
+
+
+@pytest.mark.parametrize("options", [
+    {"max_iterations": 30},
+    {"config": "runtime:\n  max_iterations: 30\n"},
+    {"max_iterations": 30, "config": "runtime:\n  max_iterations: 30\n"},
+])
+async def test_a_members_loop_stays_within_its_callers_default(options: dict[str, Any]) -> None:
+    # a lead that set no max_iterations runs DEFAULT_MAX_ITERATIONS rounds; a member run as
+    # its tool with its own max_iterations=30 ran 25 rounds, past the lead's limit
+    from jianmu.constraints import DEFAULT_MAX_ITERATIONS
+
+    if "config" in options:
+        options = {**options, "config": parse_config(options["config"])}
+    lead = Agent(ScriptedLLM([[{"name": "looker", "arguments": {"input": "go"}}], "ok"]),
+                 tools=[_looker(**options).as_tool()], name="lead")
+    await lead.run("go")
+    assert 0 < len(RAN) <= DEFAULT_MAX_ITERATIONS
+
+
+async def test_a_member_may_go_as_far_as_its_caller_lets_it() -> None:
+    lead = Agent(ScriptedLLM([[{"name": "looker", "arguments": {"input": "go"}}], "ok"]),
+                 tools=[_looker(max_iterations=30).as_tool()], name="lead",
+                 config=parse_config("runtime:\n  max_iterations: 30\n"))
+    await lead.run("go")
+    assert len(RAN) == 25
