@@ -19,6 +19,7 @@ The executor's use, once per batch::
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import posixpath
 import re
@@ -40,6 +41,7 @@ from jianmu.constraints import (
 from jianmu.errors import ConfigError
 from jianmu.guard._rules import Rule, parse_rule, run_folder
 from jianmu.guard.checkers import (
+    _CLAUDE_TOOLS,
     BaseChecker,
     BudgetChecker,
     CheckerSetup,
@@ -53,6 +55,7 @@ from jianmu.guard.checkers import (
     RateLimitChecker,
     _alias_groups,
     _check_rule_name,
+    _covers,
     _granted_names,
     _restricted_names,
     tool_permission,
@@ -76,7 +79,9 @@ __all__ = (
     "check_config_rules",
     "first_bad_rule",
     "is_denied",
+    "unmatched_rule_names",
     "visible_tools",
+    "warn_unmatched_rules",
 )
 
 
@@ -872,3 +877,59 @@ def check_config_rules(config: AppConfig) -> None:
         section, key, message = bad
         line = config.key_lines.get(("guard", section, key), "?")
         raise ConfigError(f"{config.source or '<config>'}:{line}: {message}")
+
+
+_SKILL_TOOLS = frozenset({"run_bt_skill", "read_skill_file", "run_skill_script"})
+"""The tools a skill node adds itself when skills load: a rule may name them before."""
+_log = logging.getLogger("jianmu.guard")
+
+
+def unmatched_rule_names(
+    guard: GuardConstraints, tool_names: Iterable[str]
+) -> list[tuple[str, str, str | None]]:
+    """The ``tool_policy`` and ``rate_limits`` keys that name no tool of ``tool_names`` (the
+    run's) under any of a restriction's spellings, nor any tool that may still come (a built-in
+    or its alias, a Claude Code tool's name, a skill's tool, an MCP server's ``server__tool``
+    or ``mcp__server``): a typo (``delet_file: deny``) restricts nothing. Each as (section, key,
+    the closest known name or None)."""
+    import difflib  # only when a run has rules: the script import loads none of it
+
+    from jianmu.tools.providers import BuiltinToolProvider
+
+    if not guard.tool_policy and not guard.rate_limits:
+        return []
+    run = {n.strip().lower() for n in tool_names}
+    provider = BuiltinToolProvider.default()
+    known = (run | {n.lower() for n in provider.list_builtin_names()} | set(provider.aliases())
+             | set(_CLAUDE_TOOLS) | _SKILL_TOOLS)
+    groups = _alias_groups()
+    keyed = [("tool_policy", key, key.split("(", 1)[0]) for key in guard.tool_policy]
+    keyed += [("rate_limits", key, key) for key in guard.rate_limits]
+    unmatched: list[tuple[str, str, str | None]] = []
+    for section, key, written in keyed:
+        name = written.strip().lower()
+        if name in known or "__" in name:  # an MCP server's tool may connect later
+            continue
+        names = _restricted_names(name, groups) | _granted_names(name)
+        if any(_covers(names, each) for each in run):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+        unmatched.append((section, key, close[0] if close else None))
+    return unmatched
+
+
+def warn_unmatched_rules(
+    guard: GuardConstraints, tool_names: Iterable[str], events: EventSink | None, node: str
+) -> None:
+    """Log and emit ``guard.rule.unmatched`` for each `unmatched_rule_names` key spelt close to
+    a known name (a typo): a warning, not an error, for a tool may be another agent's of the
+    same run, or come later; a name close to none is taken as one such."""
+    for section, key, closest in unmatched_rule_names(guard, tool_names):
+        if closest is None:
+            continue
+        message = (f"guard.{section}[{key!r}] names no tool {node!r} has nor any built-in, "
+                   f"skill or MCP tool, so it restricts nothing here; did you mean {closest!r}?")
+        _log.warning(message)
+        if events is not None:
+            events.emit("guard.rule.unmatched", section=section, rule=key, closest=closest,
+                        message=message)

@@ -55,7 +55,7 @@ from jianmu.execution.runner import (
 from jianmu.execution.threads import thread_starts
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
 from jianmu.guard.checkers import edited_call
-from jianmu.guard.enforcer import builtin_chain
+from jianmu.guard.enforcer import builtin_chain, warn_unmatched_rules
 from jianmu.guard.guardrails import (
     Guardrail,
     configured_guardrails,
@@ -443,14 +443,14 @@ class ToolExecutor(AsyncNode):
         checkers keep no per-run counts (the run's `GuardLedger` is passed to each batch),
         so one chain serves them all. A chain with any other checker is built per run.
         """
-        if self._enforcer is None:
+        if self._enforcer is None:  # a run starts: a rule naming no tool is likely a typo
+            warn_unmatched_rules(constraints.guard, self.toolset.names(), self.events, self.name)
             shareable = is_read_only(constraints) and builtin_chain(constraints.guard)
             key = (id(constraints), constraints.execution.workdir)
             enforcer = _SHARED_GUARDS.get(key) if shareable else None
             if enforcer is None:
                 enforcer = GuardEnforcer.from_guard_constraints(
-                    constraints.guard, workspace=constraints.execution.workdir
-                )
+                    constraints.guard, workspace=constraints.execution.workdir)
                 if shareable:
                     _SHARED_GUARDS[key] = enforcer
             self._enforcer = enforcer
