@@ -919,12 +919,16 @@ def unmatched_rule_names(
 
 
 def warn_unmatched_rules(
-    guard: GuardConstraints, tool_names: Iterable[str], events: EventSink | None, node: str
+    guard: GuardConstraints, tool_names: Callable[[], Iterable[str]], events: EventSink | None,
+    node: str,
 ) -> None:
     """Log and emit ``guard.rule.unmatched`` for each `unmatched_rule_names` key spelt close to
     a known name (a typo): a warning, not an error, for a tool may be another agent's of the
-    same run, or come later; a name close to none is taken as one such."""
-    for section, key, closest in unmatched_rule_names(guard, tool_names):
+    same run, or come later; a name close to none is taken as one such. ``tool_names`` is
+    asked only when there are rules (every run starts here)."""
+    if not guard.tool_policy and not guard.rate_limits:
+        return
+    for section, key, closest in unmatched_rule_names(guard, tool_names()):
         if closest is None:
             continue
         message = (f"guard.{section}[{key!r}] names no tool {node!r} has nor any built-in, "

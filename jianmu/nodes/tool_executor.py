@@ -444,7 +444,7 @@ class ToolExecutor(AsyncNode):
         so one chain serves them all. A chain with any other checker is built per run.
         """
         if self._enforcer is None:  # a run starts: a rule naming no tool is likely a typo
-            warn_unmatched_rules(constraints.guard, self.toolset.names(), self.events, self.name)
+            warn_unmatched_rules(constraints.guard, self.toolset.names, self.events, self.name)
             shareable = is_read_only(constraints) and builtin_chain(constraints.guard)
             key = (id(constraints), constraints.execution.workdir)
             enforcer = _SHARED_GUARDS.get(key) if shareable else None
