@@ -324,15 +324,22 @@ class SQLiteCheckpointer:
                 "CREATE TABLE IF NOT EXISTS jianmu_leases (run_id TEXT PRIMARY KEY,"
                 " owner TEXT NOT NULL, expires REAL NOT NULL, process TEXT NOT NULL)"
             )
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(jianmu_leases)")}
-            if "process" not in columns:  # a file from before leases named their process
-                self._db.execute("ALTER TABLE jianmu_leases ADD COLUMN process TEXT NOT NULL"
-                                 " DEFAULT ''")
+            if "process" not in self._lease_columns():  # a file from before leases named
+                # their process; under the write lock, read again: two processes opening the
+                # file at once both saw the column missing, and the second's ALTER failed
+                self._db.execute("BEGIN IMMEDIATE")
+                if "process" not in self._lease_columns():
+                    self._db.execute("ALTER TABLE jianmu_leases ADD COLUMN process TEXT"
+                                     " NOT NULL DEFAULT ''")
             self._db.commit()
         except sqlite3.Error as exc:
             raise CheckpointError(f"cannot open checkpoint store {self.path!r}: {exc}") from exc
         self.history = RunHistory(self._db, self._lock)
         """The run's points and events, beside its checkpoints."""
+
+    def _lease_columns(self) -> set[str]:
+        """The columns of the ``jianmu_leases`` table."""
+        return {row[1] for row in self._db.execute("PRAGMA table_info(jianmu_leases)")}
 
     def _check_foreign_table(self) -> None:
         """Refuse a file whose ``checkpoints`` table is another program's, before anything is

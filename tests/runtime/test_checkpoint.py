@@ -283,6 +283,35 @@ def test_a_store_made_before_leases_named_their_process_still_leases(tmp_path: P
         assert store.claim("held", "me").owner == "me"  # the old owner's lapsed lease
 
 
+def test_two_processes_opening_a_store_from_before_leases_named_their_process_both_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Both saw the ``process`` column missing and both added it: the second failed to open,
+    "duplicate column name: process" (two `jianmu resume` started at once on an old file)."""
+    import sqlite3
+
+    db = tmp_path / "runs.sqlite"
+    with sqlite3.connect(db) as old:
+        old.execute("CREATE TABLE jianmu_leases (run_id TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+                    " expires REAL NOT NULL)")
+    old.close()
+    read = SQLiteCheckpointer._lease_columns
+
+    def other_opener_between(store: SQLiteCheckpointer) -> set[str]:
+        columns = read(store)
+        if "process" not in columns:  # the other process adds it just after this one looked
+            monkeypatch.setattr(SQLiteCheckpointer, "_lease_columns", read)
+            with sqlite3.connect(db) as other:
+                other.execute("ALTER TABLE jianmu_leases ADD COLUMN process TEXT NOT NULL"
+                              " DEFAULT ''")
+            other.close()
+        return columns
+
+    monkeypatch.setattr(SQLiteCheckpointer, "_lease_columns", other_opener_between)
+    with SQLiteCheckpointer(db) as store:
+        assert store.claim("r", "me").owner == "me"
+
+
 def test_another_programs_database_is_refused_at_open_and_left_as_it_was(
     tmp_path: Path,
 ) -> None:
