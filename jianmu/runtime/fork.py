@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jianmu.errors import CheckpointError
+from jianmu.runtime.checkpoint import CHECKPOINT_VERSION
 from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import STOPPED, snapshot_ops
 
@@ -124,6 +125,12 @@ def _fork(store: SQLiteCheckpointer, run_id: str, point: int, state: dict[str, A
     latest = store.load(run_id)
     if latest is None:
         raise CheckpointError(f"no run {run_id!r} in {store.path}")
+    if latest.get("version", 1) != CHECKPOINT_VERSION:  # else the fork is made, then refused
+        # under its own new id, as if it were what another version saved
+        raise CheckpointError(
+            f"cannot fork run {run_id!r}: its checkpoint is version {latest.get('version')!r}, "
+            f"saved by another version of Jianmu (this one reads version {CHECKPOINT_VERSION});"
+            " fork it with the Jianmu that saved it")
     frame = store.history.frame(run_id, point)
     original = _check_snapshot(frame.state)
     snapshot = original if state is None else _check_snapshot(state)

@@ -202,3 +202,26 @@ async def test_a_fork_is_edited_only_when_its_state_differs(tmp_path: Path) -> N
     sent_back["root"]["final_answer"] = "changed by a person"
     assert edited(fork_run(store, original.run_id, 1, state=sent_back))
     store.close()
+
+
+async def test_a_run_saved_by_another_version_is_not_forked(tmp_path: Path) -> None:
+    """The fork was made, stamped with the other version's number, then refused under its own
+    new id ("run 'NEW' was saved by another version"), naming a run nobody had heard of."""
+    import json
+    import sqlite3
+
+    store = SQLiteCheckpointer(tmp_path / "runs.sqlite")
+    original = await _finished(store)
+    saved = store.load(original.run_id)
+    assert saved is not None
+    newer = {**saved, "version": 2}
+    with sqlite3.connect(tmp_path / "runs.sqlite") as db:
+        db.execute("UPDATE checkpoints SET data = ? WHERE run_id = ?",
+                   (json.dumps(newer), original.run_id))
+    db.close()
+    runs = {r[0] for r in store.list_runs()}
+    with pytest.raises(CheckpointError, match=f"cannot fork run {original.run_id!r}: its "
+                       "checkpoint is version 2"):
+        fork_run(store, original.run_id, 0)
+    assert {r[0] for r in store.list_runs()} == runs
+    store.close()
