@@ -387,7 +387,6 @@ class SQLiteCheckpointer:
                         if release:
                             self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ?",
                                              (run_id,))
-                            self._granted.pop((run_id, owner), None)
                     self.history.write_pending()  # the points up to this checkpoint first
                     row = self._db.execute(
                         "SELECT COALESCE(MAX(seq), 0) FROM checkpoints WHERE run_id = ?", (run_id,)
@@ -411,6 +410,8 @@ class SQLiteCheckpointer:
                                          " AND seq <= ?", (run_id, row[0]))
             except sqlite3.Error as exc:
                 raise CheckpointError(f"cannot save run {run_id!r}: {exc}") from exc
+            if owner is not None and release:  # given up once committed: else `close` does
+                self._granted.pop((run_id, owner), None)
 
     def _renew(self, run_id: str, owner: str) -> None:
         """Extend ``owner``'s lease (inside the caller's transaction), or refuse: the run is
@@ -513,13 +514,14 @@ class SQLiteCheckpointer:
         if self._granted.get((run_id, owner), os.getpid()) != os.getpid():
             return
         with self._lock:
-            self._granted.pop((run_id, owner), None)
             try:
                 with self._db:
                     self._db.execute("DELETE FROM jianmu_leases WHERE run_id = ? AND owner = ?",
                                      (run_id, owner))
-            except sqlite3.Error as exc:
+            except sqlite3.Error as exc:  # still granted: `close` tries again (a live
+                # process's lease is not taken once it expires, so it would hold the run)
                 raise CheckpointError(f"cannot release run {run_id!r}: {exc}") from exc
+            self._granted.pop((run_id, owner), None)
 
     def stopped(self, run_id: str) -> bool:
         """Whether ``run_id``, whose newest checkpoint says it is running, is run by no one:
@@ -645,7 +647,7 @@ class SQLiteCheckpointer:
             try:
                 self.release(run_id, owner)
             except CheckpointError:
-                pass  # the lease expires on its own
+                pass  # the process's end frees it (a lease of a gone process is taken at once)
         with self._lock:
             self._db.close()
 

@@ -199,6 +199,7 @@ class RunClaim:
         self._renewed = 0.0  # time.monotonic() of the last renewal, while held
         self._pid = os.getpid()  # the process that holds it: a forked child never lets go
         self._turn = 0  # counts each taking and giving up: a renewal's answer is of its turn
+        self._unreleased = False  # given up, but the store has not yet let the lease go
         self.seen: int | None = None
         """The number of the newest checkpoint this runner read or wrote (None: none yet)."""
         # a subclass may override save() without ``owner``: it then renews, then saves
@@ -263,12 +264,21 @@ class RunClaim:
         self._renewed = time.monotonic()
 
     def release(self) -> None:
-        """Give the run up (the run returned, or the runner is closed)."""
+        """Give the run up (the run returned, or the runner is closed); a release the store
+        refused (busy) is tried again, quietly, by the next (the runner's ``aclose``)."""
+        again = not self.held
         if self.held:
             self.held = False
             self._turn += 1
-            if self._pid == os.getpid():  # a forked child's copy: the lease is the parent's
+            self._unreleased = self._pid == os.getpid()  # a forked child's: the parent's
+        if self._unreleased:
+            try:
                 self.store.release(self.run_id, self.owner)
+            except CheckpointError:
+                if not again:
+                    raise
+                return  # still granted: the store's close, or the process's end, frees it
+            self._unreleased = False
 
     def quietly_release(self) -> None:
         """Give the run up while another error is told: a store that cannot be written now
