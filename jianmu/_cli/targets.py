@@ -422,14 +422,25 @@ class LaunchStore:
 
     def save(self, run_id: str, launch: Launch) -> None:
         """Record how ``run_id`` was started."""
-        with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO jianmu_cli_launches VALUES (?, ?)",
-                (run_id, json.dumps(asdict(launch))),
-            )
+        try:
+            with self._db:
+                self._db.execute(
+                    "INSERT OR REPLACE INTO jianmu_cli_launches VALUES (?, ?)",
+                    (run_id, json.dumps(asdict(launch))),
+                )
+        except sqlite3.Error as exc:  # a busy or damaged file: said naming it, not bare
+            raise CheckpointError(f"cannot save how run {run_id!r} was started in "
+                                  f"{self.path!r}: {exc}") from exc
 
     def load(self, run_id: str) -> Launch | None:
         """How ``run_id`` was started (for a fork, its origin), or None if the CLI did not."""
+        try:
+            return self._load(run_id)
+        except sqlite3.Error as exc:  # a busy or damaged file: said naming it, not bare
+            raise CheckpointError(f"cannot read how run {run_id!r} was started in "
+                                  f"{self.path!r}: {exc}") from exc
+
+    def _load(self, run_id: str) -> Launch | None:
         seen: set[str] = set()
         while run_id not in seen:
             seen.add(run_id)
