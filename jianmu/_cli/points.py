@@ -34,7 +34,7 @@ from jianmu.errors import CheckpointError, JianmuError, RunClaimedError
 from jianmu.runtime import ApprovalRequest, ReactiveRunner, SQLiteCheckpointer
 from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
-from jianmu.studio.timeline import event_timeline
+from jianmu.studio.timeline import ended_agent_calls, event_timeline
 from jianmu.studio.views import final_answer, point_rows, usage_text
 
 __all__ = ("cmd_runs_fork", "cmd_runs_list", "cmd_runs_show", "run_points", "saved_runs")
@@ -71,7 +71,9 @@ def run_points(store: SQLiteCheckpointer, run_id: str) -> dict[str, Any]:
     history = store.history
     recorded = history.points(run_id)
     tree = history.frame(run_id, recorded[-1].number).tree if recorded else None
-    entries = event_timeline(history.events(run_id), snapshot=data.get("state"), tree=tree)
+    events = history.events(run_id)
+    entries = event_timeline(events, snapshot=data.get("state"), tree=tree,
+                             ended=ended_agent_calls(history, run_id, events))
     names = {k: str(v.get("name", "?")) for k, v in (data.get("nodes") or {}).items()}
     points = point_rows(recorded, entries, names)
     meta = history.run(run_id) or {}

@@ -27,7 +27,7 @@ from jianmu.runtime.fork import fork_run
 from jianmu.runtime.lease import default_owner
 from jianmu.runtime.points import DamagedRowError, Frame, short
 from jianmu.runtime.runner import ReactiveRunner
-from jianmu.studio.timeline import event_timeline, message_timeline, shown
+from jianmu.studio.timeline import ended_agent_calls, event_timeline, message_timeline, shown
 from jianmu.studio.views import (
     agent_statuses,
     asking_at,
@@ -127,6 +127,8 @@ class CheckpointRuns:
         self._opening = threading.Lock()
         self._live: dict[str, ReactiveRunner] = {}
         self._threads: list[threading.Thread] = []
+        # the calls of ended sub-agents, by (run, point): read once, a recorded point is kept
+        self._ended: dict[tuple[str, int], dict[tuple[str, str], dict[str, Any]]] = {}
 
     def close(self) -> None:
         """Wait for the runs this studio continues, then close the files."""
@@ -154,6 +156,7 @@ class CheckpointRuns:
                 self._db = sqlite3.connect(self.path, check_same_thread=False)
                 # the old store is left to the collector: a request may still read through it
                 self.store = store
+                self._ended = {}  # another file's runs: their points are others
                 self._opened = file_identity(self.path)
 
     # -- the list ------------------------------------------------------------------------------
@@ -250,7 +253,11 @@ class CheckpointRuns:
                                                                                   "agent")]
         said = [e for e in self.journal.events(run_id)]
         if events:
-            entries = event_timeline(events + said, snapshot=state, nesting=nesting, tree=tree)
+            if len(self._ended) > 4096:  # a studio left open for days: read again if asked
+                self._ended = {}
+            ended = ended_agent_calls(history, run_id, events, self._ended)
+            entries = event_timeline(events + said, snapshot=state, nesting=nesting, tree=tree,
+                                     ended=ended)
         else:
             entries = message_timeline(state, interaction) + event_timeline(said)
         nodes = node_rows(data.get("nodes", {}), tree,

@@ -14,12 +14,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from jianmu._text import json_visible, visible
+from jianmu.errors import CheckpointError
 from jianmu.nodes.sealed import RefusedTurn
 from jianmu.runtime.context import owner_prefix
 from jianmu.runtime.scopes import agent_scope
 
-__all__ = ("call_details", "durable_timeline", "event_timeline", "message_timeline",
-           "pretty_json", "shown", "turn_words")
+__all__ = ("call_details", "durable_timeline", "ended_agent_calls", "event_timeline",
+           "message_timeline", "pretty_json", "shown", "turn_words")
 
 _NESTING = ("skill", "agent")
 """Kinds of node whose descendants' entries are indented under them."""
@@ -92,6 +93,34 @@ def call_details(snapshot: dict[str, Any] | None) -> dict[tuple[str, str], dict[
     return out
 
 
+EndedCalls = list[tuple[int, dict[tuple[str, str], dict[str, Any]]]]
+"""`ended_agent_calls`: the calls held just before each sub-agent's end, by that end's point."""
+
+
+def ended_agent_calls(history: Any, run_id: str, events: Iterable[dict[str, Any]],
+                      kept: dict[tuple[str, int], dict[tuple[str, str], dict[str, Any]]]
+                      | None = None) -> EndedCalls:
+    """The tool calls of each sub-agent call that has ended, read from the point before its
+    end, oldest end first. A finished sub-agent's conversation leaves the state (only its answer
+    stays), so the state of now names none of its calls: their entries would show the events'
+    previews (cut at 200 characters), not the arguments and results they showed while it ran.
+    ``history``: the run's `RunHistory`; ``kept``: what was read before, by (run, point) (a
+    recorded point does not change)."""
+    kept = {} if kept is None else kept
+    ends = sorted({int(e["point"]) for e in events
+                   if e.get("name") == "agent.finished" and isinstance(e.get("point"), int)
+                   and e["point"] > 0 and (e.get("fields") or {}).get("status") != "suspended"})
+    out: EndedCalls = []
+    for end in ends:
+        if (run_id, end - 1) not in kept:
+            try:
+                kept[(run_id, end - 1)] = call_details(history.frame(run_id, end - 1).state)
+            except CheckpointError:  # a point not readable: its previews are shown
+                kept[(run_id, end - 1)] = {}
+        out.append((end, kept[(run_id, end - 1)]))
+    return out
+
+
 _SIGNATURE = re.compile(r"^(?:(?P<note>.*) \()?(?:approved|rejected) by (?P<who>.+?) in Jianmu "
                         r"Studio\)?$", re.S)
 
@@ -147,8 +176,10 @@ class _Story:
 
     def __init__(self, calls: dict[tuple[str, str], dict[str, Any]], nesting: list[str],
                  answerers: dict[str, str] | None = None,
-                 scopes: dict[str, str] | None = None) -> None:
+                 scopes: dict[str, str] | None = None, ended: EndedCalls | None = None) -> None:
         self.calls = calls
+        self.ended = ended or []  # the calls of sub-agents that have ended (`ended_agent_calls`)
+        self.at: int | None = None  # the point of the event being told
         self.nesting = nesting
         self.scopes = scopes or {}  # the namespaced branches' nodes (`branch_scopes`)
         self.answerers = answerers or {}  # who answered each question in the studio, by id
@@ -170,10 +201,25 @@ class _Story:
         else the run's own conversation (``""``)."""
         return call_scope(node) or self.scopes.get(node, "")
 
+    def call(self, key: tuple[str, str]) -> dict[str, Any]:
+        """The call's arguments and result, each from the first that holds it: the sub-agents'
+        states just before they ended (the first end after the event: a namespace may be used
+        again), then the state now (a call's result comes after an end that held its
+        arguments: the caller's call of a sub-agent ends after the sub-agent does)."""
+        found: dict[str, Any] = {}
+        held = [calls for end, calls in self.ended if self.at is not None and end >= self.at]
+        for calls in [*held, self.calls]:
+            for part, value in calls.get(key, {}).items():
+                if value is not None:
+                    found.setdefault(part, value)
+        return found
+
     def entry(self, event: dict[str, Any]) -> dict[str, Any] | None:
         name = str(event.get("name", ""))
         f = event.get("fields") or {}
         node = event.get("node") or ""
+        point = event.get("point")
+        self.at = point if isinstance(point, int) else None
         said = self.words(name, f, event.get("time") or 0.0, node)
         if said is None:
             return None
@@ -202,7 +248,7 @@ class _Story:
     def words(self, name: str, f: dict[str, Any], at: float, node: str
               ) -> tuple[str, str, str] | None:
         tool = str(f.get("tool") or "?")
-        call = self.calls.get((self.scope(node), str(f.get("call_id") or "")), {})
+        call = self.call((self.scope(node), str(f.get("call_id") or "")))
         if name == "llm.call.started":
             self.model_started[node] = at
             return None
@@ -342,16 +388,18 @@ class _Story:
 def event_timeline(events: Iterable[dict[str, Any]], *,
                    snapshot: dict[str, Any] | None = None,
                    nesting: Iterable[str] = (),
-                   tree: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                   tree: dict[str, dict[str, Any]] | None = None,
+                   ended: EndedCalls | None = None) -> list[dict[str, Any]]:
     """The entries for recorded events (each with ``time``, ``name``, ``node``, ``fields`` and
     the ``point`` it led to), oldest first. ``snapshot`` supplies full arguments and results
-    (events carry previews); ``nesting`` lists the paths of skill and agent nodes; ``tree``
+    (events carry previews), ``ended`` those of sub-agents that have ended
+    (`ended_agent_calls`); ``nesting`` lists the paths of skill and agent nodes; ``tree``
     (the run's node infos) the namespaces of its branches."""
     ordered = sorted(events, key=lambda e: e.get("time") or 0.0)
     answerers = {str((e.get("fields") or {}).get("request_id")): str(e["fields"]["by"])
                  for e in ordered if e.get("name") == "studio.answered"
                  and (e.get("fields") or {}).get("by")}
-    story = _Story(call_details(snapshot), list(nesting), answerers, branch_scopes(tree))
+    story = _Story(call_details(snapshot), list(nesting), answerers, branch_scopes(tree), ended)
     return [e for e in (story.entry(event) for event in ordered) if e is not None]
 
 

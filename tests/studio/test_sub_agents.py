@@ -190,3 +190,63 @@ def test_a_nested_sub_agents_own_entries_sit_where_its_call_does(tmp_path: Path)
     assert depth("started: researcher") == depth("sub-agent researcher success") == 0
     assert depth("approved (edited): flag_account") == depth("asked: flag_account") == 2
     assert depth("result of flag_account") == 2
+
+
+@tool
+def read_report(name: str) -> str:
+    """Read a long report.
+
+    Args:
+        name: its name.
+    """
+    return f"report {name}: " + "x" * 400 + " [end of report]"
+
+
+def ended_team_run(path: Path) -> str:
+    """A lead whose researcher reads a report longer than an event's preview, and ends: the
+    run's id (``ended``)."""
+    name = "quarterly-" + "q" * 300 + "-final"
+    researcher = create_react_node(ScriptedLLM([
+        [{"name": "read_report", "arguments": {"name": name}}], "read " + "y" * 300 + " [end]",
+    ]), [read_report], name="researcher")
+    lead = create_react_node(ScriptedLLM([
+        [{"name": "researcher", "arguments": {"input": "read it"}}], "Done.",
+    ]), [agent_tool(researcher, name="researcher", description="R.")], name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "q"}]})
+    runner = ReactiveRunner(lead, state, checkpointer=SQLiteCheckpointer(path), run_id="ended")
+    assert runner.run_sync(timeout=30).ok
+    return "ended"
+
+
+def test_an_ended_sub_agents_calls_keep_their_whole_arguments_and_results(
+        tmp_path: Path) -> None:
+    """A sub-agent that ended leaves only its answer in the state: its calls' entries still
+    show their whole arguments and results (read from the point before it ended), not the
+    events' previews cut at 200 characters; the caller's call of it keeps its result."""
+    path = tmp_path / "runs.sqlite"
+    run_id = ended_team_run(path)
+    runs = CheckpointRuns(str(path), Journal(str(path)))
+    for _ in range(2):  # the second view reads what the first kept
+        view = runs.view(run_id)
+        (started,) = _entries(view, "started: read_report")
+        (result,) = _entries(view, "result of read_report")
+        assert started["call"] == "researcher/call_1/call_1"
+        assert "-final" in started["text"] and started["text"].startswith("{\n")
+        assert result["text"].endswith("[end of report]")
+        (answer,) = _entries(view, "result of researcher")
+        assert answer["text"].endswith("[end]")
+
+
+def test_runs_show_keeps_an_ended_sub_agents_calls_whole(tmp_path: Path) -> None:
+    """``jianmu runs show`` tells the same timeline as the studio."""
+    from jianmu._cli.points import run_points
+
+    path = tmp_path / "runs.sqlite"
+    run_id = ended_team_run(path)
+    store = SQLiteCheckpointer(path)
+    try:
+        entries = run_points(store, run_id)["timeline"]
+    finally:
+        store.close()
+    (result,) = [e for e in entries if e["title"].startswith("result of read_report")]
+    assert result["text"].endswith("[end of report]")
