@@ -100,12 +100,10 @@ EndedCalls = list[tuple[int, dict[tuple[str, str], dict[str, Any]]]]
 def ended_agent_calls(history: Any, run_id: str, events: Iterable[dict[str, Any]],
                       kept: dict[tuple[str, int], dict[tuple[str, str], dict[str, Any]]]
                       | None = None) -> EndedCalls:
-    """The tool calls of each sub-agent call that has ended, read from the point before its
-    end, oldest end first. A finished sub-agent's conversation leaves the state (only its answer
-    stays), so the state of now names none of its calls: their entries would show the events'
-    previews (cut at 200 characters), not the arguments and results they showed while it ran.
-    ``history``: the run's `RunHistory`; ``kept``: what was read before, by (run, point) (a
-    recorded point does not change)."""
+    """The calls in the namespaces at the point before each sub-agent call's end, oldest end
+    first (``kept``: those read before, by (run, point); a recorded point does not change)."""
+    # a finished sub-agent's conversation leaves the state (its answer stays): without this,
+    # its calls' entries fall back to the events' previews, cut at 200 characters
     kept = {} if kept is None else kept
     ends = sorted({int(e["point"]) for e in events
                    if e.get("name") == "agent.finished" and isinstance(e.get("point"), int)
@@ -114,9 +112,11 @@ def ended_agent_calls(history: Any, run_id: str, events: Iterable[dict[str, Any]
     for end in ends:
         if (run_id, end - 1) not in kept:
             try:
-                kept[(run_id, end - 1)] = call_details(history.frame(run_id, end - 1).state)
+                held = call_details(history.frame(run_id, end - 1).state)
             except CheckpointError:  # a point not readable: its previews are shown
-                kept[(run_id, end - 1)] = {}
+                held = {}
+            # the run's own conversation stays in the state: each point would repeat it
+            kept[(run_id, end - 1)] = {k: v for k, v in held.items() if k[0]}
         out.append((end, kept[(run_id, end - 1)]))
     return out
 
@@ -178,7 +178,12 @@ class _Story:
                  answerers: dict[str, str] | None = None,
                  scopes: dict[str, str] | None = None, ended: EndedCalls | None = None) -> None:
         self.calls = calls
-        self.ended = ended or []  # the calls of sub-agents that have ended (`ended_agent_calls`)
+        # the calls of sub-agents that have ended (`ended_agent_calls`), by call: each with
+        # the point of the end that held it, oldest first
+        self.ended: dict[tuple[str, str], list[tuple[int, dict[str, Any]]]] = {}
+        for end, held in ended or []:
+            for key, details in held.items():
+                self.ended.setdefault(key, []).append((end, details))
         self.at: int | None = None  # the point of the event being told
         self.nesting = nesting
         self.scopes = scopes or {}  # the namespaced branches' nodes (`branch_scopes`)
@@ -207,9 +212,9 @@ class _Story:
         again), then the state now (a call's result comes after an end that held its
         arguments: the caller's call of a sub-agent ends after the sub-agent does)."""
         found: dict[str, Any] = {}
-        held = [calls for end, calls in self.ended if self.at is not None and end >= self.at]
-        for calls in [*held, self.calls]:
-            for part, value in calls.get(key, {}).items():
+        held = [d for end, d in self.ended.get(key, ()) if self.at is not None and end >= self.at]
+        for details in [*held, self.calls.get(key, {})]:
+            for part, value in details.items():
                 if value is not None:
                     found.setdefault(part, value)
         return found
