@@ -104,9 +104,13 @@ def _agent_rows(key: str, path: str, info: dict[str, Any], waiting: set[str],
         status = agents.get(str(name), "invalid")
         if any(p.startswith(inside) for p in waiting):
             status = "suspended"
+        # each call runs in a namespace of its own, under the caller's: "" read "(the root
+        # state)" on the page, where none of the sub-agent's state is
+        caller = str(info.get("ns") or "")
         rows.append({
             "key": f"{key}/agent:{name}", "parent": key, "name": str(name),
-            "path": f"{path}/{name}", "kind": "agent", "type": "AgentTool", "namespace": "",
+            "path": f"{path}/{name}", "kind": "agent", "type": "AgentTool",
+            "namespace": f"{caller + '.' if caller else ''}{name}/<call id> (one per call)",
             "status": status, "reads": [], "writes": [], "error": "",
         })
     return rows

@@ -61,6 +61,8 @@ def test_the_sub_agents_node_lists_the_turns_and_calls_of_its_tree(
     _until(driver, lambda d: _text(d, "#details .node-name") == "researcher", "its details")
     calls = _text(driver, "#details")
     assert "no tool calls recorded" not in calls
+    # its state is in a namespace of each call's, not the root state
+    assert "researcher/<call id> (one per call)" in calls and "root state" not in calls
     for said in ("model turn", "started: search_notes", "result of search_notes",
                  "asked: save_note"):
         assert said in _text(driver, "#details .node-calls"), said

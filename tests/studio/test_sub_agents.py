@@ -250,3 +250,27 @@ def test_runs_show_keeps_an_ended_sub_agents_calls_whole(tmp_path: Path) -> None
         store.close()
     (result,) = [e for e in entries if e["title"].startswith("result of read_report")]
     assert result["text"].endswith("[end of report]")
+
+
+@pytest.mark.parametrize("caller", ["", "left"])
+def test_the_sub_agents_node_names_the_namespaces_its_calls_run_in(tmp_path: Path,
+                                                                    caller: str) -> None:
+    """The sub-agent's node says where its state is (a namespace per call, under the
+    caller's), not "" (which the page reads as the root state)."""
+    researcher = create_react_node(ScriptedLLM(["found"]), [], name="researcher")
+    lead = create_react_node(ScriptedLLM([
+        [{"name": "researcher", "arguments": {"input": "go"}}], "Done.",
+    ]), [agent_tool(researcher, name="researcher", description="R.")], name="lead")
+    state = StateManager(AgentState)
+    for part in lead.iterate() if caller else ():
+        part.namespace = caller  # type: ignore[attr-defined]
+    (state.scope(caller) if caller else state).update(
+        {"messages": [{"role": "user", "content": "q"}]})
+    path = tmp_path / "runs.sqlite"
+    runner = ReactiveRunner(lead, state, checkpointer=SQLiteCheckpointer(path), run_id="ns")
+    assert runner.run_sync(timeout=30).ok
+    view = CheckpointRuns(str(path), Journal(str(path))).view("ns")
+    (agent,) = [n for n in view["nodes"] if n["kind"] == "agent"]
+    prefix = f"{caller}." if caller else ""
+    assert agent["namespace"] == f"{prefix}researcher/<call id> (one per call)"
+    assert f"{prefix}researcher/call_1" in view["state"]["namespaces"]
