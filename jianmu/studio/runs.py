@@ -127,8 +127,8 @@ class CheckpointRuns:
         self._opening = threading.Lock()
         self._live: dict[str, ReactiveRunner] = {}
         self._threads: list[threading.Thread] = []
-        # the calls of ended sub-agents, by (run, point): read once, a recorded point is kept
-        self._ended: dict[tuple[str, int], dict[tuple[str, str], dict[str, Any]]] = {}
+        # the calls of ended sub-agents, by (run, its start, point): read once (`ended_agent_calls`)
+        self._ended: dict[tuple[str, Any, int], dict[tuple[str, str], dict[str, Any]]] = {}
 
     def close(self) -> None:
         """Wait for the runs this studio continues, then close the files."""

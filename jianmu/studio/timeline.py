@@ -98,26 +98,29 @@ EndedCalls = list[tuple[int, dict[tuple[str, str], dict[str, Any]]]]
 
 
 def ended_agent_calls(history: Any, run_id: str, events: Iterable[dict[str, Any]],
-                      kept: dict[tuple[str, int], dict[tuple[str, str], dict[str, Any]]]
+                      kept: dict[tuple[str, Any, int], dict[tuple[str, str], dict[str, Any]]]
                       | None = None) -> EndedCalls:
     """The calls in the namespaces at the point before each sub-agent call's end, oldest end
-    first (``kept``: those read before, by (run, point); a recorded point does not change)."""
+    first (``kept``: those read before, by (run, its start, point); a point does not change)."""
     # a finished sub-agent's conversation leaves the state (its answer stays): without this,
     # its calls' entries fall back to the events' previews, cut at 200 characters
     kept = {} if kept is None else kept
+    # a run deleted and made again under its id has other points: its start tells them apart
+    started = (history.run(run_id) or {}).get("created")
     ends = sorted({int(e["point"]) for e in events
                    if e.get("name") == "agent.finished" and isinstance(e.get("point"), int)
                    and e["point"] > 0 and (e.get("fields") or {}).get("status") != "suspended"})
     out: EndedCalls = []
     for end in ends:
-        if (run_id, end - 1) not in kept:
+        key = (run_id, started, end - 1)
+        if key not in kept:
             try:
                 held = call_details(history.frame(run_id, end - 1).state)
             except CheckpointError:  # a point not readable: its previews are shown
                 held = {}
             # the run's own conversation stays in the state: each point would repeat it
-            kept[(run_id, end - 1)] = {k: v for k, v in held.items() if k[0]}
-        out.append((end, kept[(run_id, end - 1)]))
+            kept[key] = {k: v for k, v in held.items() if k[0]}
+        out.append((end, kept[key]))
     return out
 
 

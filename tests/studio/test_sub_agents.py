@@ -274,3 +274,26 @@ def test_the_sub_agents_node_names_the_namespaces_its_calls_run_in(tmp_path: Pat
     prefix = f"{caller}." if caller else ""
     assert agent["namespace"] == f"{prefix}researcher/<call id> (one per call)"
     assert f"{prefix}researcher/call_1" in view["state"]["namespaces"]
+
+
+def test_a_run_made_again_under_its_id_shows_its_own_sub_agents_calls(tmp_path: Path) -> None:
+    """What the studio kept of a deleted run's ended sub-agents is not shown for the run made
+    again under the same id."""
+    path = tmp_path / "runs.sqlite"
+    runs = CheckpointRuns(str(path), Journal(str(path)))
+    run_id = ended_team_run(path)
+    assert _entries(runs.view(run_id), "result of read_report")[0]["text"].endswith("report]")
+    store = SQLiteCheckpointer(path)
+    store.delete(run_id)
+    store.close()
+    researcher = create_react_node(ScriptedLLM([
+        [{"name": "read_report", "arguments": {"name": "other"}}], "read",
+    ]), [read_report], name="researcher")
+    lead = create_react_node(ScriptedLLM([
+        [{"name": "researcher", "arguments": {"input": "read it"}}], "Done.",
+    ]), [agent_tool(researcher, name="researcher", description="R.")], name="lead")
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "q"}]})
+    again = ReactiveRunner(lead, state, checkpointer=SQLiteCheckpointer(path), run_id=run_id)
+    assert again.run_sync(timeout=30).ok
+    (started,) = _entries(runs.view(run_id), "started: read_report")
+    assert '"other"' in started["text"]
