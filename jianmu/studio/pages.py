@@ -42,7 +42,13 @@ def _wrapped_name(value: Any) -> str:
 
 
 def _when(stamp: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+    if not stamp:
+        return "-"
+    # the studio's clock until the page's script writes it in the browser's, as the run
+    # page's times are (a studio reached through a tunnel may run in another time zone)
+    utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+    return (f'<time datetime="{utc}" data-stamp="{_e(stamp)}">'
+            f'{time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))}</time>')
 
 
 def _layout(title: str, csrf: str, body: str, main_attrs: str = "") -> str:

@@ -48,3 +48,32 @@ def test_a_long_named_run_breaks_no_other_cell_of_the_list(
         "x => Math.round(x.top))).size !== 1; }).map(e => e.textContent)")
     assert broken == [], broken
     _no_alert(driver)
+
+
+def test_start_times_are_in_the_browsers_time_zone_as_on_the_run_page(
+        driver: Any, studio: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A studio in another time zone than its browser (reached through a tunnel): the list
+    says a run's start in the browser's zone, as the run page's times are, not the studio's."""
+    import time
+
+    from selenium.webdriver.common.by import By
+
+    url, _ = studio
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")  # +05:45: no browser's zone by chance
+    time.tzset()
+    try:
+        driver.get(f"{url}/?token={TOKEN}")
+        _until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "tr.run time"), "the run")
+        cell = driver.find_element(By.CSS_SELECTOR, "tr.run time")
+        stamp = float(str(cell.get_attribute("data-stamp")))
+        offset = driver.execute_script(  # minutes behind UTC, as the browser reckons them
+            "return new Date(arguments[0] * 1000).getTimezoneOffset()", stamp)
+        browser = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(stamp - offset * 60))
+        studio_zone = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))
+        assert offset != -345 and browser != studio_zone
+        _until(driver, lambda d: d.find_element(By.CSS_SELECTOR, "tr.run time").text == browser,
+               "the start in the browser's zone")
+        _no_alert(driver)
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -493,7 +493,20 @@ class RunPage {
   }
 }
 
+// the runs list's start times in the browser's time zone, as the run page's clock() shows
+// them (the server writes its own zone's)
+function localTimes() {
+  const two = (n) => String(n).padStart(2, "0");
+  for (const node of document.querySelectorAll("time[data-stamp]")) {
+    const d = new Date(Number(node.dataset.stamp) * 1000);
+    if (Number.isNaN(d.getTime())) continue;
+    node.textContent = `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ` +
+      `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+  }
+}
+
 function main() {
+  localTimes();
   const run = document.getElementById("run");
   if (run) new RunPage(run).start();
 }
