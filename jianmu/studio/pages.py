@@ -175,7 +175,9 @@ def _question(r: dict[str, Any]) -> str:
     return (
         f'<div class="request question" data-id="{_e(r["id"])}" data-kind="question"><h3>'
         f'<span class="tool">question</span> <code class="call-id">{_name(r["id"])}</code></h3>'
-        f'<p class="question-text">{_e(r["question"])}</p>'
+        + (f'<p class="asker">asked by the sub-agent {_e(r["asker"])}</p>' if r.get("asker")
+           else "")
+        + f'<p class="question-text">{_e(r["question"])}</p>'
         '<div class="actions"><textarea class="answer-text" rows="3" '
         'placeholder="your answer (the run reads it)"></textarea>'
         '<button type="button" class="answer">Answer</button></div></div>'

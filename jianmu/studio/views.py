@@ -130,6 +130,8 @@ def pending_rows(requests: list[ApprovalRequest]) -> list[dict[str, Any]]:
             "rule": shown(str(payload.get("rule") or "")),
             "details": pretty_json(rest) if rest else "",
             "kind": request.kind, "question": shown(request.question or ""),
+            # which sub-agent asks (the CLI says it too): a question shows no call to tell it
+            "asker": shown(" > ".join(map(str, payload.get("agent_path") or []))),
         })
     return rows
 

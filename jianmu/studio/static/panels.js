@@ -299,7 +299,9 @@ function drawQuestion(r) {
   box.dataset.kind = "question";
   const h = el("h3");
   h.append(el("span", "tool", "question"), " ", el("code", "call-id", visible(r.id)));
-  box.append(h, el("p", "question-text", r.question));
+  box.append(h);
+  if (r.asker) box.append(el("p", "asker", "asked by the sub-agent " + r.asker));
+  box.append(el("p", "question-text", r.question));
   const actions = el("div", "actions");
   const text = el("textarea", "answer-text");
   text.rows = 3;
