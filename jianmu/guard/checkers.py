@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
@@ -349,7 +349,7 @@ def _restricted_names(name: str, groups: Mapping[str, frozenset[str]]) -> frozen
                     if m is not None and not m[1].endswith("_")}
 
 
-def _covers(names: frozenset[str], name: str | None) -> bool:
+def _covers(names: Collection[str], name: str | None) -> bool:
     """Whether ``name`` (a tool's, lower-cased) is one of ``names``, or a tool of a server one
     of them names whole (``gh__*``)."""
     return name is not None and (name in names or any(
@@ -457,7 +457,7 @@ class RateLimitChecker(BaseChecker):
         if key is None:
             return []
         return [(each, limit) for each, limit in self.rate_limits.items()
-                if _covers(frozenset({each}), key)]
+                if _covers((each,), key)]
 
     def check(self, context: GuardContext, previous: Decision) -> Decision:
         """Deny past a limit; otherwise pass ``previous`` on."""

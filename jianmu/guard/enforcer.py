@@ -450,12 +450,12 @@ def _names_tool(name: str, tool: PolicyTarget | None) -> bool:
 
 
 _SEARCHED = {"grep_search": "path", "glob_search": "root"}
-_CLAUDE_SEARCHES = {"read": ("grep_search", "glob_search")}
-"""The searches a Claude Code tool's restriction also holds for: Claude Code applies its
-``Read(path)`` rules to Grep and Glob, and a search reads the files beneath its folder."""
 """The folder argument of the searches whose main argument is a pattern: a restricting rule
 on a path written ``grep_search(secrets/*)``, as ``read_file(secrets/*)`` is, also holds for
 it (it was read against the regular expression, and ``grep_search .`` returned the key)."""
+_CLAUDE_SEARCHES = {"read": ("grep_search", "glob_search")}
+"""The searches a Claude Code tool's restriction also holds for: Claude Code applies its
+``Read(path)`` rules to Grep and Glob, and a search reads the files beneath its folder."""
 
 
 def _tidied(pattern: str | None) -> list[str]:
@@ -500,10 +500,18 @@ def _check_policy(where: str, policy: Any) -> Policy | None:
 
 
 @lru_cache(maxsize=64)
-def _policy(guard_json: str) -> ToolPolicyChecker:
+def _policy(guard_json: str, floors_json: tuple[str, ...] = ()) -> ToolPolicyChecker:
     # one parse of the rules per distinct guard: the model's tools are filtered every turn
-    guard = GuardConstraints.model_validate_json(guard_json)
-    return ToolPolicyChecker.from_guard_constraints(guard)
+    checker = ToolPolicyChecker.from_guard_constraints(
+        GuardConstraints.model_validate_json(guard_json))
+    # a team member's callers' guards (a JSON dump keeps no floors: given apart, none nested)
+    checker.floors = tuple(_policy(floor) for floor in floors_json)
+    return checker
+
+
+def _floors_json(guard: GuardConstraints) -> tuple[str, ...]:
+    """The JSON of each of ``guard``'s floors, theirs included: the strictest decides."""
+    return tuple(each for f in guard.floors for each in (f.model_dump_json(), *_floors_json(f)))
 
 
 _SHARED_POLICIES: dict[int, ToolPolicyChecker] = {}
@@ -512,7 +520,7 @@ _SHARED_POLICIES: dict[int, ToolPolicyChecker] = {}
 
 def _policy_for(guard: GuardConstraints | None) -> ToolPolicyChecker:
     if guard is not None and guard.floors:  # a team member's: its callers' guards too
-        return ToolPolicyChecker.from_guard_constraints(guard)
+        return _policy(guard.model_dump_json(), _floors_json(guard))
     return once_per_read_only(
         guard or GuardConstraints(), _SHARED_POLICIES, lambda g: _policy(g.model_dump_json())
     )

@@ -33,6 +33,7 @@ from jianmu.llm.provider import (
     StreamDone,
     StreamEvent,
     ToolCallReady,
+    can_stream,
     close_stream,
     from_config,
     from_name,
@@ -287,7 +288,7 @@ class FallbackLLM(BaseLLMProvider):
                 continue
             if takes_requests(llm, stream=True, params=request.params):
                 events = llm.send_stream(request)  # type: ignore[union-attr]
-            elif not _streams(llm):  # complete() alone: its reply replayed (it failed the run)
+            elif not can_stream(llm):  # complete() alone: its reply replayed (it failed the run)
                 events = _replay(llm.complete(request.messages, tools=request.tools or None,
                                               tool_choice=request.tool_choice, **request.params))
             else:
@@ -368,14 +369,6 @@ class FallbackLLM(BaseLLMProvider):
                 failure = failure or exc
         if failure is not None:
             raise failure
-
-
-def _streams(llm: Any) -> bool:
-    """Whether ``llm`` has a stream: a base provider's, or one of its own."""
-    if isinstance(llm, BaseLLMProvider):
-        return True
-    method = getattr(type(llm), "stream", None)
-    return callable(method) and method is not LLMProvider.stream
 
 
 async def _replay(reply: Awaitable[LLMResponse]) -> AsyncIterator[StreamEvent]:

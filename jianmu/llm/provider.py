@@ -49,6 +49,7 @@ __all__ = (
     "ToolCallReady",
     "ToolsInput",
     "Usage",
+    "can_stream",
     "close_stream",
     "from_config",
     "from_name",
@@ -319,6 +320,15 @@ async def close_stream(events: AsyncIterator[Any]) -> None:
     close = getattr(events, "aclose", None)
     if close is not None:
         await close()
+
+
+def can_stream(llm: Any) -> bool:
+    """Whether ``llm`` streams: a `BaseLLMProvider` does (a reply it cannot stream is replayed
+    as deltas), another provider when it has a ``stream`` of its own (not the protocol's)."""
+    if isinstance(llm, BaseLLMProvider):
+        return True
+    method = getattr(type(llm), "stream", None)
+    return callable(method) and method is not LLMProvider.stream
 
 
 def replays_stream(llm: BaseLLMProvider) -> bool:

@@ -43,6 +43,7 @@ from jianmu.llm.provider import (
     StreamEvent,
     TextDelta,
     ToolCallReady,
+    can_stream,
     from_name,
     replays_stream,
     takes_requests,
@@ -134,15 +135,6 @@ def _one_request(usage: Any) -> Any:
     if isinstance(usage, Usage) and not usage.requests:
         return dataclasses.replace(usage, requests=1)
     return usage
-
-
-def _can_stream(llm: Any) -> bool:
-    """Whether ``llm`` streams: a `BaseLLMProvider` does (a reply it cannot stream is replayed
-    as deltas), another provider when it has a ``stream`` of its own."""
-    if isinstance(llm, BaseLLMProvider):
-        return True
-    method = getattr(type(llm), "stream", None)
-    return callable(method) and method is not LLMProvider.stream
 
 
 def _refuse_clashes(names: Sequence[str], own: Sequence[Any]) -> None:
@@ -302,7 +294,7 @@ class AgentLLMNode(GuardedTurn):
         if not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt must be text, got {type(system_prompt).__name__}")
         self.llm = llm
-        self._can_stream = _can_stream(llm)
+        self._can_stream = can_stream(llm)
         self.tools = tools
         self.system_prompt = system_prompt
         self.skill_prompt = skill_prompt
