@@ -206,6 +206,22 @@ def _one_owner(
     return claimed
 
 
+def _listening(runner: ReactiveRunner) -> Callable[[frozenset[str]], None]:
+    """A state subscriber that wakes ``runner`` while it lives, and unsubscribes itself at the
+    first write after the runner is gone."""
+    alive = weakref.ref(runner)
+    state = runner.state
+
+    def changed(keys: frozenset[str]) -> None:
+        held = alive()
+        if held is None:
+            state.unsubscribe(changed)
+        else:
+            held._state_changed(keys)
+
+    return changed
+
+
 class ReactiveRunner:
     """Ticks a py_trees tree when something changes: a task ends, the state changes, an
     approval arrives, `wake` is called, a node must tick its child again or a `Timeout`
@@ -301,7 +317,10 @@ class ReactiveRunner:
         # messages sent while a run stopped, with their namespaces: added once it has (`send`)
         self._sent: list[tuple[Any, str | None]] = []
         self._ticker = Ticker(self.config.runtime.poll_interval)
-        self.state.subscribe(self._state_changed)
+        # weakly: a state kept across runners (a chat's) must not keep each old runner, its
+        # tree and its context alive, nor wake them all at every write
+        self._listener = _listening(self)
+        self.state.subscribe(self._listener)
         # one owner per run, on a checkpointer that leases runs (`jianmu.runtime.lease`)
         self._claim = None if checkpointer is None else RunClaim.new(checkpointer, run_id, owner)
         observe = getattr(checkpointer, "observe", None)
@@ -316,7 +335,7 @@ class ReactiveRunner:
     def _stop_listening(self) -> None:
         """Stop waking on state changes: for a runner that shares its state with a
         longer-lived one (a sub-agent's), once it is done."""
-        self.state.unsubscribe(self._state_changed)
+        self.state.unsubscribe(self._listener)
 
     # -- public API ------------------------------------------------------------------------------
     @property

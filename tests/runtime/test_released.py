@@ -189,3 +189,26 @@ def test_node_classes_made_per_run_are_freed_with_their_trees() -> None:
     asyncio.run(main())
     gc.collect()
     assert len(classes) == 0
+
+
+def test_runners_over_one_kept_state_are_freed_and_no_longer_woken() -> None:
+    # a chat that keeps one state and builds a runner per message: the state's subscription
+    # kept every old runner (its tree, its context) alive, and each write woke all of them
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "hi"}]})
+    woken: list[int] = []
+
+    async def one() -> ReactiveRunner:
+        runner = ReactiveRunner(create_react_node(ScriptedLLM(["ok"] * (RUNS + 1)), []), state)
+        result = await runner.run()
+        assert result.ok, result.error
+        number = len(woken)
+        original = runner._state_changed
+        runner._state_changed = lambda keys: (woken.append(number), original(keys))  # type: ignore[method-assign]
+        state.update({"messages": [{"role": "user", "content": "again"}]})
+        return runner
+
+    assert _alive_after(RUNS, one) <= 1
+    before = len(woken)
+    state.update({"messages": [{"role": "user", "content": "once more"}]})
+    assert len(woken) - before <= 1  # no freed runner is called
+    assert len(state._subscribers) <= 1  # the freed ones' subscriptions left at that write
