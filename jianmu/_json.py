@@ -8,10 +8,14 @@ these rules.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ("MAX_ARGUMENT_NESTING", "json_text", "nests_within")
+_PAST_FLOATS = 10**309
+"""A JSON number past a float's range (~1.8e308): where a model's ``1e400`` went."""
+
+__all__ = ("MAX_ARGUMENT_NESTING", "finite", "json_text", "nests_within", "standard_json")
 
 MAX_ARGUMENT_NESTING = 128
 """How deep a tool call's arguments may nest (objects and arrays). Deeper ones are refused: the
@@ -53,3 +57,36 @@ def json_text(value: Any, **options: Any) -> str:
     except UnicodeEncodeError:
         return json.dumps(value, ensure_ascii=True, **options)
     return text
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every float that JSON cannot write as one it can: ``inf`` (a model's
+    ``1e400``, read by Python) as the integer 10**309, past a float's range as it was, its
+    sign kept; ``nan`` as ``None``. ``value`` itself when it holds none (most arguments)."""
+    if isinstance(value, float):
+        if value != value:
+            return None
+        if value in (math.inf, -math.inf):
+            return _PAST_FLOATS if value > 0 else -_PAST_FLOATS
+        return value
+    if isinstance(value, Mapping):
+        items = {key: finite(item) for key, item in value.items()}
+        if any(items[key] is not item for key, item in value.items()):
+            return items
+        return value
+    if isinstance(value, list | tuple):
+        made = [finite(item) for item in value]
+        if any(new is not old for new, old in zip(made, value, strict=True)):
+            return made
+        return value
+    return value
+
+
+def standard_json(value: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)`` as standard JSON, which every API reads: a float
+    JSON cannot write goes as `finite` gives it (`json.dumps` wrote ``Infinity`` and
+    ``NaN``, which the APIs refuse, and the Anthropic SDK raised on)."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        return json.dumps(finite(value), allow_nan=False, **options)

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from jianmu._json import finite
 from jianmu.tools.calls import MediaPart, ToolCall, ToolResult, sent_tool_name
 
 __all__ = (
@@ -527,7 +528,9 @@ def messages_from_openai(messages: Iterable[Mapping[str, Any]]) -> list[Message]
 
 def _anthropic_input(arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, dict):
-        return arguments
+        # the SDK writes the body as standard JSON: an inf (a model's 1e400) raised in it
+        written: dict[str, Any] = finite(arguments)
+        return written
     return {_RAW_ARGUMENTS_KEY: arguments}
 
 

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jianmu._json import MAX_ARGUMENT_NESTING, nests_within
+from jianmu._json import MAX_ARGUMENT_NESTING, nests_within, standard_json
 
 __all__ = (
     "DEFAULT_ALIASES",
@@ -298,7 +298,7 @@ class ToolCall:
         """The arguments as the JSON string that chat APIs expect."""
         if isinstance(self.arguments, str):
             return self.arguments
-        return json.dumps(self.arguments, default=str, ensure_ascii=False)
+        return standard_json(self.arguments, default=str, ensure_ascii=False)
 
     def to_openai(self) -> dict[str, Any]:
         """The call in the OpenAI chat format, as OpenAI takes it back: its name valid

@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ("MODES", "Drop", "ModelServer", "Raw", "Request", "Stall", "Turn")
+__all__ = ("MODES", "Drop", "ModelServer", "Raw", "Request", "Stall", "Turn", "strict_json")
 
 MODES = [
     pytest.param("openai", False, id="openai"),
@@ -50,6 +50,16 @@ MODES = [
     pytest.param("anthropic", True, id="anthropic-stream"),
 ]
 """Each API the server speaks, streamed or not: ``parametrize(("api", "stream"), MODES)``."""
+
+
+def strict_json(text: str | bytes) -> Any:
+    """``text`` parsed as JSON, refusing what JSON is not (``NaN``, ``Infinity``), as the real
+    APIs do (Python's `json.loads` takes them)."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 @dataclass(kw_only=True)
@@ -310,7 +320,13 @@ class ModelServer:
         from starlette.routing import Route
 
         async def handle(http: HTTPRequest, api: str) -> Response:
-            body = await http.json()
+            try:
+                body = strict_json(await http.body())
+            except ValueError as exc:  # as the real APIs: a body that is not JSON is refused
+                self.problems.append(f"a request body that is not JSON: {exc}")
+                return JSONResponse({"error": {"message": f"invalid JSON body: {exc}",
+                                               "type": "invalid_request_error"}},
+                                    status_code=400)
             client = http.client
             request = Request(api=api, body=body,
                               connection=(client.host, client.port) if client else ("", 0))

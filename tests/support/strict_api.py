@@ -13,12 +13,11 @@ is `ModelServer` (keep-alive, scripted, streamed or not) with them in front::
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from tests.support.model_server import ModelServer, Raw, Request, Turn
+from tests.support.model_server import ModelServer, Raw, Request, Turn, strict_json
 
 __all__ = ("StrictServer", "anthropic_problems", "openai_problems")
 
@@ -254,7 +253,7 @@ def _openai_call(where: str, call: Any, seen: set[str]) -> list[str]:
         problems.append(f"{where}.function.arguments: expected a string, got {arguments!r}")
     else:
         try:
-            json.loads(arguments)
+            strict_json(arguments)
         except ValueError:
             problems.append(f"{where}.function.arguments: not JSON: {arguments[:60]!r}")
     return problems
