@@ -392,6 +392,7 @@ def paired_turns(messages: Sequence[Message]) -> list[Message]:
     out: list[Message] = []
     waiting: list[str] = []  # the calls of the last assistant turn still without a result
     orphans: list[Message] = []  # results of no call there, sent after the turn's results
+    results = 0  # where the last turn's results begin in ``out``
     for m in messages:
         if m.role == "tool" and m.tool_call_id not in waiting:
             lead = ORPHAN_RESULT.format(tool=m.name or "a tool", id=m.tool_call_id)
@@ -402,12 +403,30 @@ def paired_turns(messages: Sequence[Message]) -> list[Message]:
             waiting.remove(m.tool_call_id or "")
             out.append(m)
             continue
-        out += _not_run(out, waiting) + orphans
+        out += _not_run(out, waiting)
+        _in_call_order(out, results)
+        out += orphans
         orphans = []
         waiting = [c.id for c in m.tool_calls]
         out.append(m)
-    out += _not_run(out, waiting) + orphans
-    return out
+        results = len(out)
+    out += _not_run(out, waiting)
+    _in_call_order(out, results)
+    return out + orphans
+
+
+def _in_call_order(out: list[Message], start: int) -> None:
+    """Put the results from ``start`` on (a turn's) in the order of its calls: the answer
+    the model node writes to a call the token limit cut off, its last, came before the
+    others' results; templates of open models that drop the ids pair results by place."""
+    if start == 0 or len(out) - start < 2:
+        return
+    turn = out[start - 1]
+    place = {c.id: i for i, c in enumerate(turn.tool_calls)}
+    ranks = [place.get(m.tool_call_id or "", len(place)) for m in out[start:]]
+    if ranks != sorted(ranks):
+        out[start:] = [m for _, m in sorted(zip(ranks, out[start:], strict=True),
+                                            key=lambda pair: pair[0])]
 
 
 def _not_run(out: list[Message], waiting: list[str]) -> list[Message]:

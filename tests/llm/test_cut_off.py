@@ -75,9 +75,9 @@ def test_a_call_cut_off_at_the_token_limit_never_runs_and_the_model_is_told_why(
     assert result.ok, result.error
     # the whole call before the cut ran; the half one never did, the next turn's did
     assert written == [{"path": "first.txt", "text": ""}, SHORT]
-    told = _tool_texts(server.requests[1].body)  # the half call's first: answered unrun
-    assert len(told) == 2 and told[1] == "written"
-    assert "token limit" in told[0] and "not valid JSON" not in told[0]
+    told = _tool_texts(server.requests[1].body)  # in the calls' order: the half one last
+    assert len(told) == 2 and told[0] == "written"
+    assert "token limit" in told[1] and "not valid JSON" not in told[1]
     cut = [e for e in seen if e.name == "llm.call.cut_off"]
     assert len(cut) == 1
     assert cut[0].fields["tool_calls"] == ["write_note"]

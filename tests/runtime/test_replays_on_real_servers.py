@@ -37,6 +37,7 @@ from tests.support.wire_replies import (
     neutral_messages,
     neutral_openai,
     openai_raw,
+    results_in_call_order,
     same_values,
     scripted,
 )
@@ -100,6 +101,7 @@ def agree(wire: Wire, llm: ScriptedLLM,
     got = wire.conversations()
     assert len(got) == len(asked)
     for k, (sent, expected) in enumerate(zip(got, asked, strict=True)):
+        assert not results_in_call_order(sent), (k, results_in_call_order(sent))
         assert len(sent) == len(expected), (k, sent[len(expected):], expected[len(sent):])
         for sent_one, expected_one in zip(sent, expected, strict=True):
             assert same_values(sent_one, expected_one), (k, sent_one, expected_one)
@@ -264,6 +266,9 @@ def odd_steps() -> list[Step]:
         Step(text="Let me look.", calls=(("c1", "echo", ODD), ("c2", "echo", "{}"),
                                          ("c3", "big", '{"n": 60000}'))),
         Step(calls=(("c4", "echo", ""), ("c5", "echo", ' {"x": [1e400, -1e400]} '))),
+        # cut at the token limit while writing c8: c6 and c7 run, c8 is answered as not run
+        Step(text="Three more.", calls=(("c6", "echo", '{"a": 1}'), ("c7", "big", '{"n": 9}'),
+                                        ("c8", "echo", '{"b": "ab"}')), finish="length"),
         Step(text="Done."),
     ]
 
@@ -375,3 +380,18 @@ def test_approved_rejected_and_denied_calls_replayed_through_a_real_server(
                               lambda turn: wire.add(DECIDED[turn]))
     assert got == expected
     agree(wire, llm, [(ours, theirs)])
+
+
+def test_a_turns_results_go_in_the_order_of_its_calls() -> None:
+    from jianmu.llm.messages import Message, messages_to_anthropic, messages_to_openai
+
+    history = [Message.user("go"), Message.assistant("Three.", tool_calls=[
+        {"id": i, "name": "echo", "arguments": {}} for i in ("a", "b", "c")]),
+        Message.tool("cut", tool_call_id="c"), Message.tool("A", tool_call_id="a"),
+        Message.tool("orphan", tool_call_id="zz"), Message.tool("B", tool_call_id="b"),
+        Message.user("next")]
+    sent = messages_to_openai(history)
+    assert [m.get("tool_call_id") for m in sent[2:5]] == ["a", "b", "c"]
+    assert sent[5]["role"] == "user" and "orphan" in sent[5]["content"]
+    _, turns = messages_to_anthropic(history)
+    assert [b.get("tool_use_id") for b in turns[2]["content"][:3]] == ["a", "b", "c"]

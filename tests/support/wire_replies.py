@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from jianmu._json import finite
-from jianmu.llm.messages import Message
+from jianmu.llm.messages import Message, paired_turns
+from jianmu.llm.provider import LLMResponse
 from tests.support.model_server import Raw, strict_json
 
 __all__ = ("Step", "anthropic_raw", "carried", "neutral_anthropic", "neutral_messages",
-           "neutral_openai", "openai_raw", "same_values", "scripted")
+           "neutral_openai", "openai_raw", "results_in_call_order", "same_values", "scripted")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class Step:
 def scripted(step: Step) -> Any:
     """The `ScriptedLLM` entry of ``step``."""
     calls = [{"id": ident, "name": name, "arguments": raw} for ident, name, raw in step.calls]
+    if step.finish is not None:
+        return LLMResponse(message=Message.assistant(step.text, tool_calls=calls),
+                           finish_reason=step.finish)
     if not calls:
         return step.text or ""
     if step.text:
@@ -201,9 +205,9 @@ def carried(value: Any) -> Any:
 
 def neutral_messages(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
     """What an in-process model was asked, in `neutral_openai`'s shape, as a request can carry
-    it (`carried`)."""
+    it (`carried`), its turns paired as both APIs take them (`paired_turns`)."""
     out: list[tuple[Any, ...]] = []
-    for m in messages:
+    for m in paired_turns(messages):
         if m.role == "tool":
             out.append(("tool", m.tool_call_id, carried(m.content or "")))
             continue
@@ -216,3 +220,20 @@ def same_values(a: Iterable[Any], b: Iterable[Any]) -> bool:
     """Equal, with the sign of a zero and the type of a number told apart (``-0.0`` is not
     ``0``, ``1`` is not ``1.0``)."""
     return repr(list(a)) == repr(list(b))
+
+
+def results_in_call_order(conversation: Sequence[tuple[Any, ...]]) -> list[str]:
+    """Where a turn's results do not follow its calls' order (templates of open models
+    that drop the ids pair them by place)."""
+    problems: list[str] = []
+    calls: list[str] = []
+    results: list[str] = []
+    for entry in [*conversation, ("end", None, ())]:
+        if entry[0] == "tool":
+            results.append(entry[1])
+            continue
+        if results != calls[: len(results)] or len(results) != len(calls):
+            problems.append(f"calls {calls}, results {results}")
+        calls = [c[0] for c in entry[2]] if entry[0] == "assistant" else []
+        results = []
+    return problems
