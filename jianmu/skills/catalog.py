@@ -97,8 +97,10 @@ class SkillCatalog:
         config: The configuration (its ``skills.paths`` and MCP server names).
         custom_tools: Tools (or tool names) besides the built-ins that skills may name.
 
-    A broken skill does not stop the others: its `SkillLoadError` is kept in ``errors``. When
-    two folders hold a skill of the same name, the first found wins and the second is an error.
+    A broken skill does not stop the others: its `SkillLoadError` is kept in ``errors``. A
+    name that two folders hold names no skill: each folder after the first is an error, and
+    `get` refuses the name, naming every folder (``skills/`` is scanned first, and a cloned
+    repository's must not stand in for the operator's skill of that name unseen).
     """
 
     def __init__(
@@ -120,6 +122,8 @@ class SkillCatalog:
         self._custom_tools = [t for t in custom_tools if not isinstance(t, str)]
         self._is_known = known_tool_checker(config, custom_tools)
         self._skills: dict[str, Skill] = {}
+        self._ambiguous: dict[str, list[Path]] = {}
+        """Names more than one folder holds, with those folders: none of them is used."""
         self.errors: list[SkillLoadError] = []
         """Skills that failed to load, one error each."""
         self.reload()
@@ -127,6 +131,7 @@ class SkillCatalog:
     def reload(self) -> None:
         """Scan the folders again."""
         self._skills = {}
+        self._ambiguous = {}
         self.errors = []
         for base in self.paths:
             if base.name == SKILL_FILE and base.is_file():  # one skill, named by its file
@@ -158,11 +163,16 @@ class SkillCatalog:
         except SkillLoadError as exc:
             self.errors.append(exc)
             return
-        existing = self._skills.get(skill.name)
-        if existing is not None:
+        existing = self._skills.pop(skill.name, None)
+        folders = self._ambiguous.get(skill.name)
+        if existing is not None or folders is not None:
+            if folders is None:
+                folders = self._ambiguous[skill.name] = [existing.folder]  # type: ignore[union-attr]
+            others = ", ".join(repr(str(f)) for f in folders)
+            folders.append(skill.folder)
             self.errors.append(SkillLoadError(
-                f"duplicate skill {skill.name!r}: already loaded from {str(existing.folder)!r}; "
-                "rename one of them",
+                f"duplicate skill {skill.name!r}: also in {others}; none of them is used until "
+                "all but one are renamed",
                 path=str(skill.file), field="name",
             ))
             return
@@ -185,12 +195,18 @@ class SkillCatalog:
         """The skill called ``name``.
 
         Raises:
-            SkillNotFoundError: no such skill; the message lists the known ones and any load
-                error of a folder of that name.
+            SkillNotFoundError: no such skill, or more than one folder holds it; the message
+                lists the known ones and any load error of a folder of that name.
         """
         found = self._skills.get(name)
         if found is not None:
             return found
+        folders = self._ambiguous.get(name)
+        if folders is not None:
+            raise SkillNotFoundError(
+                f"skill {name!r} is in more than one folder: "
+                f"{', '.join(repr(str(f)) for f in folders)}; rename all but one (or leave "
+                "their folders out of the skills paths) to choose which runs")
         broken = [e for e in self.errors if e.path and Path(e.path).parent.name == name]
         if broken:
             raise SkillNotFoundError(f"skill {name!r} failed to load: {broken[0]}")

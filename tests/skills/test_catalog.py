@@ -58,11 +58,12 @@ def test_default_paths_come_from_the_config(
     assert len(catalog.errors) == 1 and "missing" in str(catalog.errors[0])
 
 
-def test_duplicate_names_first_wins(tmp_path: Path) -> None:
+def test_a_name_two_folders_hold_names_no_skill(tmp_path: Path) -> None:
     _skill(tmp_path / "a", "same")
     _skill(tmp_path / "b", "same")
     catalog = SkillCatalog([tmp_path / "a", tmp_path / "b"])
-    assert catalog.get("same").folder == tmp_path / "a" / "same"
+    with pytest.raises(SkillNotFoundError, match="more than one folder"):
+        catalog.get("same")
     assert "duplicate skill 'same'" in str(catalog.errors[0])
 
 
