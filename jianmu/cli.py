@@ -250,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("paths", nargs="*", metavar="PATH",
                           help="a skill folder, a SKILL.md, or any folder holding skills at any "
                                "depth, e.g. a repository (default: skills)")
+    validate.add_argument("--run-trees", action="store_true",
+                          help="also import each BT skill's tree module and build its tree "
+                               "(runs the skill's Python here, unsandboxed; default: parse only)")
     validate.set_defaults(handler="jianmu._cli.info:cmd_skills_validate")
 
     tree = add(commands, "tree", "inspect trees")

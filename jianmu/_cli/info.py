@@ -383,7 +383,7 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
     for folder in folders:
         try:
             # absolute, so that errors raised while importing tree.py find their line
-            skill = checker.validate(folder.resolve())
+            skill = checker.validate(folder.resolve(), run_tree=args.run_trees)
             first = seen.setdefault(skill.name, skill.file)
             if first is not skill.file:  # a catalog over both folders would refuse it
                 raise SkillLoadError(
@@ -397,6 +397,10 @@ def cmd_skills_validate(args: argparse.Namespace) -> int:
             continue
         console.print(say(("ok", "green"), f" {skill.name} ({skill.execution}) "
                           f"{_shown_path(str(skill.file))}"))
+        if skill.is_bt and not args.run_trees:  # a downloaded skill's code is not run by a look
+            console.print(say("  ", ("note", "cyan"), f": {skill.tree} was parsed, not run: "
+                              "--run-trees imports it and builds the tree (running the "
+                              "skill's Python here, unsandboxed)"))
         notes = (*skill.warnings, *body_warnings(skill), *file_warnings(skill))
         warned += bool(notes)
         for note in notes:

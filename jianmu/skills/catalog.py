@@ -178,14 +178,18 @@ class SkillCatalog:
             return
         self._skills[skill.name] = skill
 
-    def validate(self, path: str | os.PathLike[str]) -> Skill:
+    def validate(self, path: str | os.PathLike[str], *, run_tree: bool = False) -> Skill:
         """Load one skill folder (or SKILL.md) with this catalog's tool names, strictly.
+
+        A bt skill's tree module is parsed, never run, unless ``run_tree``: then it is imported
+        and, when every input has a default, its tree built as a run would (the skill's Python
+        runs here, outside any sandbox: the operator's say, not a look's).
 
         Raises:
             SkillLoadError: naming the file, the line and the field that is wrong.
         """
         skill = load_skill(Path(path), is_known_tool=self._is_known)
-        if skill.is_bt:
+        if skill.is_bt and run_tree:
             loader = SkillTreeLoader()
             loader.load_module(skill)
             _try_build(skill, loader, self._custom_tools)

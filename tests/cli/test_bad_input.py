@@ -338,7 +338,7 @@ def test_skills_validate_goes_on_past_a_tree_that_exits_at_import(project: Proje
     project.write("skills/a-exits/tree.py",
                   "import sys\n\nsys.exit(2)\n\n\ndef build_tree(ctx):\n    pass\n")
     project.write("skills/b-typo/SKILL.md", "---\nname: b-typo\ndescription: d\ntols: []\n---\n")
-    done = project.jianmu("skills", "validate")
+    done = project.jianmu("skills", "validate", "--run-trees")
     assert done.code == 1, done.text
     assert "skills/a-exits/tree.py:3: build_tree: importing the tree module called " \
         "sys.exit(2)" in done.out, done.text

@@ -108,7 +108,7 @@ def test_skills_validate_reports_each_error_as_file_line_field_message(project: 
     project.write("skills/bad-tree/tree.py",
                   "def build_tree(ctx):\n    pass\n\nraise ValueError('nope')\n")
     project.write("skills/misnamed/SKILL.md", "---\nname: other\ndescription: d\n---\n")
-    done = project.jianmu("skills", "validate")  # default PATH: skills
+    done = project.jianmu("skills", "validate", "--run-trees")  # default PATH: skills
     assert done.code == 1, done.text
     lines = done.out.splitlines()
     assert "skills/broken/SKILL.md:5: tools[0]: unknown tool 'nosuch'; known tools: ask_user, " \

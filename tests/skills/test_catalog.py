@@ -125,7 +125,7 @@ def test_validate_raises_for_a_broken_tree(tmp_path: Path) -> None:
     catalog = SkillCatalog([tmp_path])
     assert catalog.names() == ["boom"]  # the scan never imports tree modules
     with pytest.raises(SkillLoadError, match="bad import") as info:
-        catalog.validate(folder)
+        catalog.validate(folder, run_tree=True)
     assert info.value.line == 1 and info.value.field == "build_tree"
 
 
@@ -145,12 +145,12 @@ def test_validate_builds_the_tree_when_the_inputs_have_defaults(tmp_path: Path) 
         folder = _skill(tmp_path, name, "execution: bt\ninputs: {n: {type: integer, default: 1}}\n")
         (folder / "tree.py").write_text(tree, encoding="utf-8")
         with pytest.raises(SkillLoadError, match=words) as info:
-            catalog.validate(folder)
+            catalog.validate(folder, run_tree=True)
         assert info.value.line == line, name
     # an input without a default: the tree is built when it runs, with the caller's inputs
     folder = _skill(tmp_path, "needs", "execution: bt\ninputs: {n: integer}\n")
     (folder / "tree.py").write_text(cases["raises"][0], encoding="utf-8")
-    assert catalog.validate(folder).name == "needs"
+    assert catalog.validate(folder, run_tree=True).name == "needs"
 
 
 def test_find_skill_folders_at_any_depth(tmp_path: Path) -> None:
