@@ -20,9 +20,9 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
   runs the run's own (configured, or given to the agents that called the run) on its result:
   a trip fails the node and writes nothing.
 
-A guardrail that raises (``sys.exit()`` and a ``CancelledError`` nobody sent the run
-included), or returns something other than ``None`` or a `Tripwire` (or one whose reason is
-not text), trips (fail closed),
+A guardrail that raises (``sys.exit()``, a ``CancelledError`` nobody sent the run and any
+other ``BaseException`` but Ctrl-C included), or returns something other than ``None`` or a
+`Tripwire` (or one whose reason is not text), trips (fail closed),
 and so does an async one that does not answer within its timeout: its own ``timeout_s``
 attribute, else ``guard.guardrails.timeout_s``, else
 `jianmu.constraints.DEFAULT_GUARDRAIL_TIMEOUT_S` (it is cancelled). Sync guardrails run on the
@@ -239,15 +239,28 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
                 return Tripwire(f"the guardrail did not answer within {limit:g}s")
     except Exception as exc:  # fail closed: a broken check lets nothing through
         return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
-    except (SystemExit, GeneratorExit, asyncio.CancelledError) as exc:
+    except BaseException as exc:
         # the guardrail's own, as a tool's (argparse's sys.exit(), a cancel nobody sent this
-        # task): it failed, and must neither end the process nor halt the node with a call
-        # done and unrecorded; a cancel of the run's (this task is being cancelled) goes on
-        task = asyncio.current_task()
-        if isinstance(exc, asyncio.CancelledError) and (task is None or task.cancelling()):
+        # task, pytest's Failed, gevent's Timeout): it failed, and must neither end the process
+        # nor leave the run raw with a call done and unrecorded (paid again by the next run);
+        # Ctrl-C and a cancel of the run's (this task is being cancelled) go on
+        if _stops_the_run(exc):
             raise
         return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
     return verdict
+
+
+def _stops_the_run(exc: BaseException) -> bool:
+    """Whether ``exc``, raised in a guardrail, is a person's Ctrl-C or a cancel of the run's
+    (alone or in a group), which stop the run, rather than the guardrail's failure."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_stops_the_run(each) for each in exc.exceptions)
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is None or task.cancelling() > 0
+    return False
 
 
 class _GoingOn:
