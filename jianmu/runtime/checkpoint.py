@@ -69,6 +69,7 @@ class _Envelope(BaseModel):
     nodes: dict[str, dict[str, Any]] = Field(default_factory=dict)
     interaction: dict[str, list[Any]] = Field(default_factory=dict)
     user_roles: list[str] = Field(default_factory=list)
+    constraints: dict[str, Any] | None = None
 
 
 def checkpoint_of(runner: Any, status: str) -> dict[str, Any]:
@@ -87,10 +88,53 @@ def checkpoint_of(runner: Any, status: str) -> dict[str, Any]:
         "nodes": {key: _node_entry(node) for key, node in runner._walk(runner.root, "0")},
         "interaction": runner.interaction.snapshot(),
         "user_roles": sorted(runner.ctx.user_roles),
+        "constraints": _constraints_of(runner.ctx.constraints),
         "saved": time.time(),
         **({"error": error} if error is not None else {}),
         **({"span": runner._span_ids} if runner._span_ids else {}),
     }
+
+
+_dumped: dict[int, tuple[Any, dict[str, Any]]] = {}
+"""`_constraints_of` by the constraints' id: a run's are fixed, and saved at every checkpoint."""
+
+
+def _constraints_of(constraints: Any) -> dict[str, Any]:
+    """The run's constraints as its checkpoint keeps them (what they set, as JSON)."""
+    found = _dumped.get(id(constraints))
+    if found is not None and found[0] is constraints:
+        return found[1]
+    from jianmu.constraints import Constraints
+
+    # a caller's or a team member's layer has fields of its own, which its run re-creates
+    dumped = Constraints.model_validate(
+        constraints.model_dump(include=set(Constraints.model_fields))
+    ).model_dump(mode="json", exclude_defaults=True)
+    if len(_dumped) > 256:  # constraints of finished runs: start again
+        _dumped.clear()
+    _dumped[id(constraints)] = (constraints, dumped)
+    return dumped
+
+
+def _kept_constraints(data: dict[str, Any], given: Any, run_id: str) -> Any:
+    """The constraints a restored run goes on under: those it ran under (its checkpoint's),
+    tightened by ``given``; a restore that names none, or looser ones, never drops them.
+
+    Raises:
+        CheckpointError: the checkpoint's constraints cannot be read, or ``given`` cannot
+            be merged over them (a workdir outside the run's).
+    """
+    saved = data.get("constraints")
+    if saved is None:  # saved before checkpoints kept them: as given
+        return given
+    from jianmu.constraints import Constraints
+    from jianmu.errors import ConfigError
+
+    try:
+        return Constraints.merge(Constraints.model_validate(saved), given)
+    except (ValidationError, ConfigError) as exc:
+        raise CheckpointError(
+            f"the checkpoint of run {run_id!r}: its constraints cannot be kept: {exc}") from None
 
 
 def _node_entry(node: Any) -> dict[str, Any]:
@@ -691,6 +735,7 @@ def restored(
         except StateValidationError as exc:  # the schema changed since: say which run
             raise StateValidationError(f"the checkpoint of run {run_id!r}: {exc}") from exc
         kwargs.setdefault("user_roles", data.get("user_roles", ()))
+        kwargs["constraints"] = _kept_constraints(data, kwargs.get("constraints"), run_id)
         runner = cls(root, state, checkpointer=checkpointer, run_id=run_id, **kwargs)
         runner._claim = claim
         try:
