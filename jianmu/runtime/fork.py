@@ -167,6 +167,8 @@ def _fork(store: SQLiteCheckpointer, run_id: str, point: int, state: dict[str, A
         "nodes": nodes, "interaction": {}, "user_roles": latest.get("user_roles", []),
         "saved": time.time(), "forked_from": {"run": run_id, "point": point},
         **({"state_schema": latest["state_schema"]} if "state_schema" in latest else {}),
+        # the run's constraints: a fork restored without them must not go on under the defaults
+        **({"constraints": latest["constraints"]} if "constraints" in latest else {}),
         **({"error": error} if error is not None else {}),
     })
     return fork_id

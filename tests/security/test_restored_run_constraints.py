@@ -156,3 +156,18 @@ def test_a_restore_may_tighten_the_runs_constraints(tmp_path: Path) -> None:
         assert kept.guard.tool_policy["transfer(to:mallory)"] == "deny"
     finally:
         sys.modules.pop("tree", None)
+
+
+def test_a_fork_of_the_run_keeps_its_constraints(tmp_path: Path) -> None:
+    from jianmu.runtime.fork import fork_run
+
+    db, run_id = suspend(tmp_path, {"constraints": Constraints.model_validate(POLICY)})
+    store = SQLiteCheckpointer(db)
+    try:
+        fork_id = fork_run(store, run_id, 0)
+        forked = store.load(fork_id)
+    finally:
+        store.close()
+    assert forked is not None
+    kept = Constraints.model_validate(forked["constraints"])
+    assert kept.guard.tool_policy["transfer(to:mallory)"] == "deny"
