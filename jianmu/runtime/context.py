@@ -487,6 +487,13 @@ def check_edit(request: ApprovalRequest, arguments: Any) -> None:
         raise ApprovalEditError(
             request.id, [f"a request of kind {request.kind!r} has no arguments to edit"]
         )
+    if not request.payload.get("fingerprint"):
+        # only a call the guard asked about runs with the edit (`edited_call` matches it by
+        # this fingerprint): a node's own request would go on as asked, the edit unused
+        raise ApprovalEditError(request.id, [
+            "the request names no tool call the guard asked about, so nothing would run with "
+            "edited arguments: approve or reject it as it is"
+        ])
     if not isinstance(arguments, dict):
         raise ApprovalEditError(
             request.id, [f"arguments must be a JSON object, got {type(arguments).__name__}"]

@@ -281,7 +281,8 @@ def test_an_edit_must_be_plain_json_and_a_broken_schema_leaves_the_check_to_the_
     from jianmu.runtime import ApprovalRequest, Interaction
 
     interaction = Interaction()
-    interaction.suspend(ApprovalRequest(id="a", payload={"tool": "t", "parameters": {
+    interaction.suspend(ApprovalRequest(id="a", payload={"tool": "t", "fingerprint": "f",
+                                                         "parameters": {
         "type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}}))
     with pytest.raises(ApprovalEditError, match="plain JSON"):
         interaction.approve("a", arguments={"x": float("nan")})
@@ -298,7 +299,8 @@ def test_an_edit_with_a_key_that_is_not_text_is_refused(edit: dict, key: str) ->
     from jianmu.runtime import ApprovalRequest, Interaction
 
     interaction = Interaction()
-    interaction.suspend(ApprovalRequest(id="a", payload={"tool": "t", "parameters": {
+    interaction.suspend(ApprovalRequest(id="a", payload={"tool": "t", "fingerprint": "f",
+                                                         "parameters": {
         "type": "object"}}))
     with pytest.raises(ApprovalEditError, match=f"plain JSON: the key {key} is not text"):
         interaction.approve("a", arguments=edit)

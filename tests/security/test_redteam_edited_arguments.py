@@ -28,7 +28,8 @@ def schema_url() -> Iterator[tuple[str, list[str]]]:
 
 def _asked(parameters: dict[str, Any]) -> Interaction:
     interaction = Interaction()
-    interaction.suspend(ApprovalRequest(id="a", payload={"tool": "t", "parameters": parameters}))
+    interaction.suspend(ApprovalRequest(
+        id="a", payload={"tool": "t", "fingerprint": "f", "parameters": parameters}))
     return interaction
 
 
