@@ -82,7 +82,7 @@ def test_a_person_s_edit_checks_the_schema_in_time_linear_in_its_size() -> None:
         schema = {"$schema": DRAFT4, "type": "object", "properties": {
             "a": {"enum": [{"k": i} for i in range(size)]}}}
         request = ApprovalRequest(id="r1", kind="tool_call",
-                                  payload={"tool": "t", "parameters": schema})
+                                  payload={"tool": "t", "fingerprint": "f", "parameters": schema})
 
         def refused() -> None:
             with pytest.raises(ApprovalEditError, match="is not one of"):
