@@ -22,7 +22,8 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
 
 A guardrail that raises (``sys.exit()``, a ``CancelledError`` nobody sent the run and any
 other ``BaseException`` but Ctrl-C included), or returns something other than ``None`` or a
-`Tripwire` (or one whose reason is not text), trips (fail closed),
+`Tripwire` (or one whose reason is not text), trips (fail closed; a raise's reason names its
+type, not its message, which may quote the value),
 and so does an async one that does not answer within its timeout: its own ``timeout_s``
 attribute, else ``guard.guardrails.timeout_s``, else
 `jianmu.constraints.DEFAULT_GUARDRAIL_TIMEOUT_S` (it is cancelled). Sync guardrails run on the
@@ -238,7 +239,7 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
             if scope.expired():  # it swallowed the cancel and said something: not a verdict
                 return Tripwire(f"the guardrail did not answer within {limit:g}s")
     except Exception as exc:  # fail closed: a broken check lets nothing through
-        return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
+        return _failed(exc)
     except BaseException as exc:
         # the guardrail's own, as a tool's (argparse's sys.exit(), a cancel nobody sent this
         # task, pytest's Failed, gevent's Timeout): it failed, and must neither end the process
@@ -246,8 +247,15 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
         # Ctrl-C and a cancel of the run's (this task is being cancelled) go on
         if _stops_the_run(exc):
             raise
-        return Tripwire(f"the guardrail failed: {type(exc).__name__}: {exc}")
+        return _failed(exc)
     return verdict
+
+
+def _failed(exc: BaseException) -> Tripwire:
+    """The trip of a guardrail that raised ``exc``: its type, not its message, which may quote
+    the value checked (pydantic's ``input_value=``), a result withheld from the model."""
+    return Tripwire(f"the guardrail failed: {type(exc).__name__} (its message is not shown: "
+                    "it may quote what was checked)")
 
 
 def _stops_the_run(exc: BaseException) -> bool:

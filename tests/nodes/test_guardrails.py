@@ -224,7 +224,8 @@ async def test_a_guardrail_that_raises_or_returns_junk_trips() -> None:
     result = await ReactiveRunner(
         create_react_node(llm, [lookup], input_guardrails=[broken]), start("hi")).run()
     assert isinstance(result.exception, GuardrailTripped)
-    assert "RuntimeError: boom" in result.exception.reason
+    assert "RuntimeError" in result.exception.reason
+    assert "boom" not in result.exception.reason  # a message may quote what it checked
     assert ran == []
 
     def junk(ctx: Any, text: str) -> Any:
