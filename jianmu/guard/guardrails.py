@@ -41,6 +41,7 @@ import asyncio
 import functools
 import inspect
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,9 @@ __all__ = (
     "run_guardrails",
     "withheld",
 )
+
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -239,7 +243,7 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
             if scope.expired():  # it swallowed the cancel and said something: not a verdict
                 return Tripwire(f"the guardrail did not answer within {limit:g}s")
     except Exception as exc:  # fail closed: a broken check lets nothing through
-        return _failed(exc)
+        return _failed(guardrail, exc)
     except BaseException as exc:
         # the guardrail's own, as a tool's (argparse's sys.exit(), a cancel nobody sent this
         # task, pytest's Failed, gevent's Timeout): it failed, and must neither end the process
@@ -247,13 +251,15 @@ async def _answer(guardrail: Guardrail, ctx: Any, value: Any, timeout: float | N
         # Ctrl-C and a cancel of the run's (this task is being cancelled) go on
         if _stops_the_run(exc):
             raise
-        return _failed(exc)
+        return _failed(guardrail, exc)
     return verdict
 
 
-def _failed(exc: BaseException) -> Tripwire:
+def _failed(guardrail: Guardrail, exc: BaseException) -> Tripwire:
     """The trip of a guardrail that raised ``exc``: its type, not its message, which may quote
-    the value checked (pydantic's ``input_value=``), a result withheld from the model."""
+    the value checked (pydantic's ``input_value=``), a result withheld from the model; the
+    whole error goes to the log, where its author reads it."""
+    _log.warning("guardrail %s failed", guardrail_name(guardrail), exc_info=exc)
     return Tripwire(f"the guardrail failed: {type(exc).__name__} (its message is not shown: "
                     "it may quote what was checked)")
 

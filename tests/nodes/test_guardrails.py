@@ -216,7 +216,8 @@ async def test_tool_output_trip_withholds_the_result_and_the_run_goes_on() -> No
     assert [(t["kind"], t["tool"]) for t in tripped] == [("tool_output", "lookup")]
 
 
-async def test_a_guardrail_that_raises_or_returns_junk_trips() -> None:
+async def test_a_guardrail_that_raises_or_returns_junk_trips(
+        caplog: pytest.LogCaptureFixture) -> None:
     def broken(ctx: Any, text: str) -> None:
         raise RuntimeError("boom")
 
@@ -226,6 +227,9 @@ async def test_a_guardrail_that_raises_or_returns_junk_trips() -> None:
     assert isinstance(result.exception, GuardrailTripped)
     assert "RuntimeError" in result.exception.reason
     assert "boom" not in result.exception.reason  # a message may quote what it checked
+    # its author reads the whole error in the log
+    assert any(r.name == "jianmu.guard.guardrails" and r.exc_info and "boom" in str(r.exc_info[1])
+               for r in caplog.records)
     assert ran == []
 
     def junk(ctx: Any, text: str) -> Any:
