@@ -25,6 +25,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal, localcontext
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urldefrag, urljoin
 
@@ -35,9 +36,10 @@ from jianmu.errors import SchemaBudgetError
 
 __all__ = (
     "MAX_NESTING",
+    "UNFOLLOWED",
     "PatternError",
-    "format_checker", "local_registry", "meta_check", "meta_validator_class", "named_patterns",
-    "nesting_problem", "pattern_search", "schema_problems",
+    "followed", "format_checker", "local_registry", "meta_check", "meta_validator_class",
+    "named_patterns", "nesting_problem", "pattern_search", "schema_problems",
     "validator_class",
 )
 
@@ -172,7 +174,7 @@ def _id_of(id_of: Callable[[Any], Any], item: Mapping[str, Any]) -> str | None:
     return ident if isinstance(ident, str) else None
 
 
-def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list[str],
+def _walk(node: Any, base: str, refs: list[tuple[Any, str, str, str]], patterns: list[str],
           keywords: set[str], id_of: Callable[[Any], Any]) -> None:
     # Every object in the document counts as a schema: a pointer ($ref: "#/x/y") can make any
     # of them one, whatever keyword holds it.
@@ -194,7 +196,7 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str]], patterns: list
         for key in _REFS:
             ref = item.get(key)
             if isinstance(ref, str):
-                refs.append((item, ref, where))
+                refs.append((item, key, ref, where))
         pattern = item.get("pattern")
         if isinstance(pattern, str):
             patterns.append(pattern)
@@ -240,12 +242,9 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     dialect = schema.get("$schema", "")
     if not isinstance(dialect, str):  # jsonschema looks it up as a key, and fails
         return [f"$schema must be the URI of a JSON Schema dialect, got {_quoted(repr(dialect))}"]
-    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
-    from referencing import Resource
-    from referencing.exceptions import Unresolvable
     from referencing.jsonschema import DRAFT202012, specification_with
 
-    refs: list[tuple[Any, str, str]] = []
+    refs: list[tuple[Any, str, str, str]] = []
     patterns: list[str] = []
     keywords: set[str] = set()
     dialect_of = specification_with(dialect, default=DRAFT202012) if dialect else DRAFT202012
@@ -275,27 +274,93 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
     if {"patternProperties", "unevaluatedProperties"} <= keywords:
         problems.append("patternProperties cannot be combined with unevaluatedProperties")
     if refs:
-        try:
-            resource = Resource.from_contents(schema, default_specification=DRAFT202012)
-            resolver = SPECIFICATIONS.combine(local_registry()).resolver_with_root(resource)
-        except Exception as exc:  # an unknown dialect or a malformed $id
-            return [*problems, f"the schema's references cannot be resolved: {exc}"]
-        targets: dict[int, list[Any]] = {}
-        for node, ref, base in refs:
-            try:
-                found = resolver.lookup(_target(base, ref)).contents
-                targets.setdefault(id(node), []).append(found)
-            except Unresolvable:
-                problems.append(
-                    f"$ref {_quoted(ref)} does not point inside the schema; only references "
-                    "to the schema itself (#/…, $defs, its own $id) are followed, nothing is "
-                    "fetched"
-                )
-            except Exception as exc:  # a malformed pointer or URI
-                problems.append(f"$ref {_quoted(ref)} cannot be resolved: {exc}")
+        found, ref_problems = _resolved(schema, refs)
+        problems += ref_problems
         if not problems:
+            targets: dict[int, list[Any]] = {}
+            for (node, _key), target in found.items():
+                targets.setdefault(node, []).append(target)
             problems += _in_place_problems(schema, targets)
+        _remember_targets(schema, found)
     return problems
+
+
+def _resolved(
+    schema: Mapping[str, Any], refs: list[tuple[Any, str, str, str]]
+) -> tuple[dict[tuple[int, str], Any], list[str]]:
+    """What each of ``refs`` (`_walk`'s) names in ``schema``, by the id of the object that
+    holds it and its keyword, resolved as the validator resolves it; and why any names
+    nothing in ``schema``."""
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+    from referencing import Resource
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    try:
+        resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+        resolver = SPECIFICATIONS.combine(local_registry()).resolver_with_root(resource)
+    except Exception as exc:  # an unknown dialect or a malformed $id
+        return {}, [f"the schema's references cannot be resolved: {exc}"]
+    found: dict[tuple[int, str], Any] = {}
+    problems: list[str] = []
+    for node, key, ref, base in refs:
+        try:
+            found[id(node), key] = resolver.lookup(_target(base, ref)).contents
+        except Unresolvable:
+            problems.append(
+                f"$ref {_quoted(ref)} does not point inside the schema; only references "
+                "to the schema itself (#/…, $defs, its own $id) are followed, nothing is "
+                "fetched"
+            )
+        except Exception as exc:  # a malformed pointer or URI
+            problems.append(f"$ref {_quoted(ref)} cannot be resolved: {exc}")
+    return found, problems
+
+
+UNFOLLOWED: Mapping[str, Any] = MappingProxyType({})
+"""What `followed` gives for a reference that names nothing in its schema."""
+
+_TARGETS: dict[int, tuple[Any, dict[tuple[int, str], Any]]] = {}
+_TARGETS_MAX = 512
+_TARGETS_LOCK = threading.Lock()
+
+
+def _remember_targets(root: Any, found: dict[tuple[int, str], Any]) -> None:
+    with _TARGETS_LOCK:
+        if len(_TARGETS) >= _TARGETS_MAX:
+            _TARGETS.pop(next(iter(_TARGETS)), None)
+        _TARGETS[id(root)] = (root, found)  # the root is kept: its id stays its own
+
+
+def _targets_of(root: Any) -> dict[tuple[int, str], Any]:
+    """Every reference of ``root`` resolved (`_resolved`); none when ``root`` breaks the
+    rules, so that nothing of it is followed."""
+    try:
+        if nesting_problem(root) is not None or not isinstance(root.get("$schema", ""), str):
+            return {}
+        from referencing.jsonschema import DRAFT202012, specification_with
+
+        dialect = root.get("$schema", "")
+        dialect_of = specification_with(dialect, default=DRAFT202012) if dialect else DRAFT202012
+        refs: list[tuple[Any, str, str, str]] = []
+        _walk(root, "", refs, [], set(), dialect_of.id_of)
+        return _resolved(root, refs)[0]
+    except Exception:  # a schema no check has seen (a hand-written tool's): nothing followed
+        return {}
+
+
+def followed(root: Mapping[str, Any], node: Mapping[str, Any], key: str) -> Any:
+    """The schema that ``node``'s reference under ``key`` (``$ref``, ``$dynamicRef``,
+    ``$recursiveRef``) names in ``root``, as the validator and the check of the tool's making
+    resolve it (anchors, ``$id``\\ s, ``#``, escaped pointers); `UNFOLLOWED` when it names
+    nothing there. Resolved once per root."""
+    known = _TARGETS.get(id(root))
+    if known is None or known[0] is not root:
+        found = _targets_of(root)
+        _remember_targets(root, found)
+    else:
+        found = known[1]
+    return found.get((id(node), key), UNFOLLOWED)
 
 
 def _target(base: str, ref: str) -> str:

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from py_trees.behaviour import Behaviour
 from py_trees.common import Status
 
+from jianmu import _schema_rules
 from jianmu.constraints import Constraints
 from jianmu.errors import (
     PathEscapeError,
@@ -196,11 +197,16 @@ def resolve_inputs(
     return checked
 
 
+def _open(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"additionalProperties": True, **schema}
+
+
 def _accepts_null(skill: Skill, name: str, prop: Any) -> bool:
     """Whether the input ``name``'s schema ``prop`` takes ``null`` as a value of its own."""
     schema = {"type": "object", "properties": {name: prop}}
     try:
-        kept = _arguments.validate_with_schema(f"{skill.name} inputs", schema, {name: None})
+        kept = _arguments.validate_with_schema(f"{skill.name} inputs", schema, {name: None},
+                                               root=skill.inputs)  # where its refs point
     except ToolInputError:
         return False
     return name in kept
@@ -221,7 +227,8 @@ def validate_result(skill: Skill, value: Any) -> Any:
         raise SkillRunError(
             f"skill {skill.name!r} declares outputs but its tree wrote no skill_result"
         )
-    schema = {"additionalProperties": True, **schema}
+    # made once per schema: its references are resolved once, in this copy
+    schema = _schema_rules.per_list(schema, "open outputs", _open)
     try:
         return _arguments.validate_with_schema(f"{skill.name} outputs", schema, value)
     except ToolInputError as exc:

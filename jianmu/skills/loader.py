@@ -613,7 +613,8 @@ def _check_defaults(name: str, schema: dict[str, Any], where: str,
             continue
         single = {"type": "object", "properties": {field: prop}}
         try:
-            _arguments.validate_with_schema(f"{name} inputs", single, {field: prop["default"]})
+            _arguments.validate_with_schema(f"{name} inputs", single, {field: prop["default"]},
+                                            root=schema)  # its refs name the whole schema's
         except ToolInputError as exc:
             raise SkillLoadError(
                 f"the default of input {field!r} does not fit the input's own schema: "

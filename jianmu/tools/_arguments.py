@@ -29,6 +29,7 @@ from jianmu import _schema_rules
 from jianmu.errors import ToolDefinitionError, ToolInputError
 from jianmu.tools._schema_check import check_schema, plain_schema
 from jianmu.tools._schema_types import ANY as _ANY
+from jianmu.tools._schema_types import UNFOLLOWED as _UNFOLLOWED
 from jianmu.tools._schema_types import Budget as _Budget
 from jianmu.tools._schema_types import drop_default_nulls, schema_types
 from jianmu.tools._schema_types import resolve as _resolve
@@ -180,6 +181,12 @@ def _coerce_type(value: Any, t: str) -> Any:
     return value  # unknown type keyword: accept
 
 
+_MAX_DEPTH = 64
+"""Levels of a schema (a property, an item, a branch) the lax checker descends; past them a
+call is refused: it recurses, and a chain of refs to allOf's may be thousands long."""
+_OBJECT_KEYWORDS = frozenset({"properties", "additionalProperties", "patternProperties",
+                              "required"})
+
 _TOO_COMPLEX = (
     "the tool's schema is too complex to check these arguments (it refers to itself too many "
     "times); the call was not made"
@@ -195,19 +202,31 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
     if not budget.spend():  # every check from here on fails at once: the work stays bounded
         return value, [_TOO_COMPLEX]
     schema = _resolve(schema, root)
-    if not isinstance(schema, dict) or depth > 32:
+    if schema is _UNFOLLOWED:  # never read as "anything goes"
+        return value, [f"{path or '$'}: the tool's schema refers here to a schema it does not "
+                       "hold (or through more than 32 references in a chain), so these "
+                       "arguments cannot be checked; the call was not made"]
+    if schema is False:
+        return value, [f"{path or '$'}: the tool's schema allows no value here"]
+    if not isinstance(schema, dict):
         return value, []
-    for key in ("anyOf", "oneOf"):
+    if depth > _MAX_DEPTH:
+        return value, [f"{path or '$'}: the tool's schema nests deeper than {_MAX_DEPTH} levels "
+                       "here, past what the checker follows; the call was not made"]
+    for key in ("anyOf", "oneOf"):  # a form that fits, then the schema's other keywords
         if key in schema:
             first: list[str] = []
             for sub in schema[key]:
                 out, probs = _check(value, sub, root, path, depth + 1, budget, True)
                 if not probs:
-                    return out, []
+                    value = out
+                    break
                 first = first or probs
-            return value, [
-                f"{path}: {_shown(value)} matches none of the allowed forms ({first[0]})"
-            ]
+            else:
+                return value, [
+                    f"{path or '$'}: {_shown(value)} matches none of the allowed forms "
+                    f"({first[0] if first else 'it has none'})"
+                ]
     for sub in schema.get("allOf", ()):
         value, probs = _check(value, sub, root, path, depth + 1, budget, True)
         if probs:
@@ -244,7 +263,7 @@ def _check(value: Any, schema: Any, root: Mapping[str, Any], path: str, depth: i
                 out_list.append(v)
                 problems += probs
             value = out_list
-    elif isinstance(value, dict) and ("properties" in schema or "additionalProperties" in schema):
+    elif isinstance(value, dict) and not _OBJECT_KEYWORDS.isdisjoint(schema):
         value, probs = _check_object(value, schema, root, path, depth, budget, branch)
         problems += probs
     return value, problems
@@ -423,8 +442,10 @@ def check_foreign_schema(
         _meta_checked(tool, schema, what)
 
 
-def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dict[str, Any]:
-    """Check ``args`` against an object ``schema`` with lax coercion.
+def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any,
+                         root: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Check ``args`` against an object ``schema`` with lax coercion; its references are
+    read in ``root`` (the document ``schema`` was taken from), ``schema`` itself by default.
 
     Raises:
         ToolInputError: listing every problem and the allowed arguments.
@@ -439,7 +460,8 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any) -> dic
     if non_finite is not None:
         raise input_error(tool, [non_finite], _allowed(schema))
     budget = _Budget(args)
-    out, problems = _check_object(args, schema, schema, "", 0, budget)
+    # the root is a schema like any other: its $ref, allOf and anyOf hold too
+    out, problems = _check(args, schema, schema if root is None else root, "", 0, budget)
     if budget.spent:
         problems = [_TOO_COMPLEX]
     if problems:
@@ -456,6 +478,8 @@ _INERT = frozenset({
 })
 
 
+_ROOT_RULES = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf",
+                         "enum", "const"})
 Plan = tuple[dict[str, tuple[type, ...]], tuple[str, ...]]
 """`scalar_plan`'s answer: each property's accepted Python types, and the required names."""
 
@@ -465,8 +489,8 @@ def scalar_plan(schema: Mapping[str, Any]) -> Plan | None:
     property's Python types that `validate_with_schema` accepts unchanged, and the required
     names; ``None`` for any other schema."""
     props = schema.get("properties") or {}
-    if not isinstance(props, dict):
-        return None
+    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema):
+        return None  # the root's own refs and branches are the checker's
     kinds: dict[str, tuple[type, ...]] = {}
     for key, sub in props.items():
         # only keywords the checker ignores besides the type: anything else may refuse
@@ -563,8 +587,8 @@ def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
     if not isinstance(schema.get("additionalProperties", True), bool):
         return None
     props = schema.get("properties") or {}
-    if not isinstance(props, dict):
-        return None
+    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema):
+        return None  # the root's own refs and branches are the checker's
     kinds: dict[str, tuple[type, ...]] = {}
     inner: dict[str, Callable[[Any], bool]] = {}
     for key, sub in props.items():

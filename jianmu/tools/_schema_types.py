@@ -10,9 +10,12 @@ from typing import Any
 
 from jianmu import _schema_rules
 
-__all__ = ("ANY", "Budget", "drop_default_nulls", "json_type", "resolve", "schema_types")
+__all__ = ("ANY", "UNFOLLOWED", "Budget", "drop_default_nulls", "json_type", "resolve",
+           "schema_types")
 
 ANY = "any"
+UNFOLLOWED = _schema_rules.UNFOLLOWED
+_REF_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 
 
 class Budget:
@@ -35,22 +38,63 @@ class Budget:
         return self.left < 0
 
 
+_MAX_CHAIN = 32
+
+
 def resolve(schema: Any, root: Mapping[str, Any]) -> Any:
-    """``schema`` with its local ``$ref`` (``#/…``) followed, up to 32 in a chain."""
-    seen = 0
-    while isinstance(schema, dict) and "$ref" in schema and seen < 32:
-        ref = schema["$ref"]
-        if not isinstance(ref, str) or not ref.startswith("#/"):
-            return {}
-        node: Any = root
-        for part in ref[2:].split("/"):
-            node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(
-                node, dict
-            ) else {}
-        extra = {k: v for k, v in schema.items() if k != "$ref"}
-        schema = {**node, **extra} if extra else node
-        seen += 1
-    return schema
+    """``schema`` with its references (``$ref``, ``$dynamicRef``, ``$recursiveRef``) followed
+    in ``root`` as the validator follows them (`_schema_rules.followed`), up to 32 in a chain,
+    a referring schema's other keywords kept over its target's; `UNFOLLOWED` for a reference
+    that names nothing in ``root``, or a longer chain: what cannot be read is never read as
+    "anything goes"."""
+    extra: dict[str, Any] | None = None
+    for _ in range(_MAX_CHAIN + 1):
+        if not isinstance(schema, dict):
+            break
+        key = ("$ref" if "$ref" in schema else "$dynamicRef" if "$dynamicRef" in schema
+               else "$recursiveRef" if "$recursiveRef" in schema else None)
+        if key is None:
+            break
+        target = _schema_rules.followed(root, schema, key)
+        if target is UNFOLLOWED:
+            return UNFOLLOWED
+        here = {k: v for k, v in schema.items() if k not in _REF_KEYS}
+        extra = {**here, **extra} if extra else here  # the nearer schema's keywords win
+        schema = target
+    else:
+        return UNFOLLOWED
+    return _joined(schema, extra) if extra else schema
+
+
+_BY_NAME = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
+
+def _joined(target: Any, here: dict[str, Any]) -> Any:
+    """A reference's ``target`` and the referring schema's other keywords (``here``) as one
+    schema, where both hold: merged where they do not overlap (``properties`` by name,
+    ``required`` joined), else ``here`` with ``target`` as one more ``allOf`` branch. (Merged
+    with ``here`` winning, an MCP tool's ``{"$ref": ..., "properties": {}}`` dropped every
+    property the target names, and with them their checks.)"""
+    if not isinstance(target, dict):
+        return {**here, "allOf": [target, *here.get("allOf", ())]}
+    joined = dict(target)
+    for key, value in here.items():
+        mine = joined.get(key, _ABSENT)
+        if mine is _ABSENT or mine is value:
+            joined[key] = value
+        elif key in _BY_NAME and isinstance(mine, dict) and isinstance(value, dict) and (
+                mine.keys().isdisjoint(value)):
+            joined[key] = {**mine, **value}
+        elif key == "required" and isinstance(mine, list) and isinstance(value, list) and all(
+                isinstance(name, str) for name in (*mine, *value)):
+            joined[key] = list(dict.fromkeys([*mine, *value]))
+        elif mine != value:
+            allof = here.get("allOf")
+            return {**here, "allOf": [target, *(allof if isinstance(allof, list) else ())]}
+    return joined
+
+
+_ABSENT = object()
 
 
 def schema_types(schema: Any, root: Mapping[str, Any]) -> set[str]:
