@@ -35,11 +35,12 @@ from jianmu._json import nests_within
 from jianmu.errors import SchemaBudgetError
 
 __all__ = (
+    "MAX_INT_BITS",
     "MAX_NESTING",
     "UNFOLLOWED",
     "PatternError",
     "followed", "format_checker", "local_registry", "meta_check", "meta_validator_class",
-    "named_patterns", "nesting_problem", "pattern_search", "schema_problems",
+    "named_patterns", "nesting_problem", "not_json_number", "pattern_search", "schema_problems",
     "validator_class",
 )
 
@@ -182,13 +183,13 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str, str]], patterns:
     while stack:
         item, where = stack.pop()
         if isinstance(item, list):
-            if any(type(v) is float and not math.isfinite(v) for v in item):
+            if any(not_json_number(v) for v in item if type(v) in (float, int)):
                 keywords.add(_NOT_JSON)
             stack.extend((v, where) for v in item if isinstance(v, (dict, list)))
             continue
         if not isinstance(item, dict):
             continue
-        if any(type(v) is float and not math.isfinite(v) for v in item.values()):
+        if any(not_json_number(v) for v in item.values() if type(v) in (float, int)):
             keywords.add(_NOT_JSON)
         ident = _id_of(id_of, item)
         if ident is not None:
@@ -207,6 +208,20 @@ def _walk(node: Any, base: str, refs: list[tuple[Any, str, str, str]], patterns:
         keywords.update(k for k in _NOTED if k in item)
         # only containers go on the stack: most values are strings and numbers
         stack.extend((v, where) for v in item.values() if isinstance(v, (dict, list)))
+
+
+MAX_INT_BITS = 14_000
+"""How large an integer a schema may hold (about 4,200 digits): Python writes no int past
+4,300 digits as text, so a larger one (a YAML ``0xfff…`` in a SKILL.md) failed every request
+offering the tool and raised ValueError out of a call's check."""
+
+
+def not_json_number(value: float | int) -> bool:
+    """Whether ``value`` is a number no JSON text carries: NaN, an infinity, an integer past
+    `MAX_INT_BITS`."""
+    if type(value) is int:
+        return value.bit_length() > MAX_INT_BITS
+    return not math.isfinite(value)
 
 
 MAX_NESTING = 128
@@ -260,8 +275,9 @@ def schema_problems(schema: Mapping[str, Any]) -> list[str]:
             )
     if _NOT_JSON in keywords:
         problems.append(
-            "the schema holds NaN or Infinity, which JSON has no words for: a model API "
-            "refuses every request that offers the tool"
+            "the schema holds NaN or Infinity (which JSON has no words for) or an integer "
+            "past 4,000 digits (which Python writes as no text): a model API refuses every "
+            "request that offers the tool, or none can be sent"
         )
     unevaluated = sorted(keywords & _UNEVALUATED)
     branches = sorted(keywords & _BRANCHES)

@@ -86,10 +86,10 @@ def _plainly_valid(schema: Any, depth: int = 0) -> bool:
                     and all(_plainly_valid(v, depth + 1) for v in value)):
                 return False
         elif key in _NUMBERS:
-            if type(value) is not int and not (type(value) is float and math.isfinite(value)):
+            if not (type(value) in (int, float) and _finite(value)):
                 return False
         elif key in _COUNTS:
-            if type(value) is not int or value < 0:
+            if type(value) is not int or value < 0 or value.bit_length() > _MAX_INT_BITS:
                 return False
         elif key in _FLAGS:
             if not isinstance(value, bool):
@@ -99,12 +99,22 @@ def _plainly_valid(schema: Any, depth: int = 0) -> bool:
     return True
 
 
+_MAX_INT_BITS = 14_000  # `jianmu._schema_rules.MAX_INT_BITS`, not imported: a plain call's path
+
+
+def _finite(value: int | float) -> bool:
+    """Whether JSON text can carry the number ``value``."""
+    if type(value) is int:
+        return value.bit_length() <= _MAX_INT_BITS
+    return math.isfinite(value)
+
+
 def _is_json(value: Any, depth: int) -> bool:
     """True when ``value`` is made of JSON's own types only (so jsonschema sees it as JSON)."""
-    if value is None or type(value) in (str, int, bool):
+    if value is None or type(value) in (str, bool):
         return True
-    if type(value) is float:
-        return math.isfinite(value)  # NaN and Infinity are not JSON: the rules refuse them
+    if type(value) in (int, float):
+        return _finite(value)  # NaN, Infinity, 5,000 digits are not JSON: the rules refuse them
     if depth > _MAX_DEPTH:
         return False
     if type(value) is list:

@@ -120,3 +120,31 @@ def test_a_reference_the_checker_cannot_follow_refuses_the_call() -> None:
         with pytest.raises(_arguments.ToolInputError, match="cannot be checked"):
             _arguments.validate_with_schema("t", schema, {"n": 999})
 
+
+@pytest.mark.parametrize("where", [
+    {"maximum": 10**5000}, {"minLength": 10**5000}, {"const": -(10**5000)},
+    {"enum": [1, 10**5000]}, {"multipleOf": 10**5000},
+])
+def test_an_integer_past_python_s_digits_limit_is_refused_when_the_tool_is_made(
+    where: dict[str, Any],
+) -> None:
+    """Python writes no int past 4,300 digits as text: such a tool was made, then every request
+    offering it failed (json.dumps), and a call's check raised ValueError, not an argument
+    error. Refused when made, plain schema or not."""
+    from jianmu.errors import ToolDefinitionError
+
+    definition = {"type": "function", "function": {
+        "name": "t", "description": "d",
+        "parameters": {"type": "object", "properties": {"n": {"type": "integer", **where}}},
+    }}
+    with pytest.raises(ToolDefinitionError, match="past 4,000 digits"):
+        ToolSet.from_openai([definition], {"t": lambda **kw: kw})
+    big_but_writable = {"type": "object", "properties": {"n": {"maximum": 10**4000}}}
+    _arguments.check_foreign_schema("t", big_but_writable)
+
+
+def test_the_plain_walk_and_the_rules_share_one_bound() -> None:
+    from jianmu import _schema_rules
+    from jianmu.tools import _schema_check
+
+    assert _schema_check._MAX_INT_BITS == _schema_rules.MAX_INT_BITS

@@ -52,3 +52,15 @@ def test_a_schema_breaking_the_rules_is_refused_at_load(
     _bt_skill(tmp_path / "skills", "fine", "inputs:\n  x: {type: string, pattern: '^a+$'}\n")
     catalog = SkillCatalog([tmp_path / "skills"])
     assert catalog.names() == ["fine"] and len(catalog.errors) == 1
+
+
+def test_an_integer_no_json_text_can_carry_is_refused_at_load(tmp_path: Path) -> None:
+    """YAML reads ``0xfff…`` as an int of any size, but Python writes none past 4,300 digits
+    as text: the skill loaded, every request offering it failed to be written, and a call's
+    check raised ValueError writing its message. Refused at load, like NaN."""
+    huge = "0x" + "f" * 4_000  # 16,000 bits, about 4,800 digits
+    folder = _bt_skill(tmp_path / "skills", "odd",
+                       f"inputs:\n  n: {{type: integer, maximum: {huge}}}\n")
+    with pytest.raises(SkillLoadError, match="past 4,000 digits") as refused:
+        load_skill(folder)
+    assert "inputs" in str(refused.value) and len(str(refused.value)) < 1_000
