@@ -33,6 +33,7 @@ from jianmu.tools._schema_types import UNFOLLOWED as _UNFOLLOWED
 from jianmu.tools._schema_types import Budget as _Budget
 from jianmu.tools._schema_types import drop_default_nulls, schema_types
 from jianmu.tools._schema_types import resolve as _resolve
+from jianmu.tools._unread import rest_validator, unread
 from jianmu.tools.calls import decode_container, non_finite_problem, single_argument
 
 __all__ = (
@@ -306,8 +307,8 @@ def _bounds(value: Any, schema: Mapping[str, Any], path: str) -> list[str]:
             ("exclusiveMinimum", lambda v, b: v > b, ">"),
             ("exclusiveMaximum", lambda v, b: v < b, "<"),
         ):
-            bound = schema.get(key)
-            if isinstance(bound, (int, float)) and not ok(value, bound):
+            bound = schema.get(key)  # a bool is draft 4's flag: the schema's validator reads it
+            if type(bound) in (int, float) and not ok(value, bound):
                 problems.append(f"{path}: must be {word} {bound}, got {value!r}")
     if isinstance(value, (str, list)):
         lo_key, hi_key = ("minLength", "maxLength") if isinstance(value, str) else (
@@ -464,6 +465,10 @@ def validate_with_schema(tool: str, schema: Mapping[str, Any], args: Any,
     out, problems = _check(args, schema, schema if root is None else root, "", 0, budget)
     if budget.spent:
         problems = [_TOO_COMPLEX]
+    if not problems and root is None:  # what the lax pass does not read, on what it made
+        rest = rest_validator(schema)
+        if rest is not None:
+            problems = _bounded_errors(rest, out)
     if problems:
         raise input_error(tool, problems, _allowed(schema))
     return out
@@ -489,7 +494,7 @@ def scalar_plan(schema: Mapping[str, Any]) -> Plan | None:
     property's Python types that `validate_with_schema` accepts unchanged, and the required
     names; ``None`` for any other schema."""
     props = schema.get("properties") or {}
-    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema):
+    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema) or unread(schema):
         return None  # the root's own refs and branches are the checker's
     kinds: dict[str, tuple[type, ...]] = {}
     for key, sub in props.items():
@@ -587,7 +592,7 @@ def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
     if not isinstance(schema.get("additionalProperties", True), bool):
         return None
     props = schema.get("properties") or {}
-    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema):
+    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema) or unread(schema):
         return None  # the root's own refs and branches are the checker's
     kinds: dict[str, tuple[type, ...]] = {}
     inner: dict[str, Callable[[Any], bool]] = {}

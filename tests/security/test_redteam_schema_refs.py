@@ -7,7 +7,10 @@ an ``$id`` the schema declares; an escaped pointer; a ``$dynamicRef``), a ``$ref
 ``allOf`` or ``anyOf`` at the root, a schema's keywords beside an ``anyOf`` that a form
 fitted, a ``false`` schema, and anything past 32 levels deep were each read as "anything
 goes": a call with ``n: 999`` where the schema says ``maximum: 5`` reached the server. Now
-each holds; what cannot be followed refuses the call with a reason.
+each holds; what cannot be followed refuses the call with a reason. And what the lax checker
+does not read itself (``not``, ``multipleOf``, ``if``/``then``, draft 4's boolean
+``exclusiveMaximum``, which it read as the number 1 and so refused every call) is checked by
+the schema's own validator on the coerced arguments: ``not: {enum: [rm]}`` let ``rm`` through.
 
 The calls run through `ToolExecutor` under a `ReactiveRunner` against a real MCP server over
 stdio (tests/security/servers/ref_forms_server.py).
@@ -53,6 +56,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "beside_any_of": ({"n": 999}, {"n": 3}),
     "deep": (_deep(40, 999), _deep(40, 3)),
     "forbidden": ({"n": 1}, {}),
+    "negated": ({"command": "rm"}, {"command": "ls"}),
+    "draft4_bounds": ({"n": 5}, {"n": 4}),  # was: every call refused, "must be < True"
+    "multiple": ({"n": 4}, {"n": "9"}),  # coerced by the lax pass, then checked
+    "conditional": ({"mode": "small", "n": 999}, {"mode": "large", "n": 999}),
 }
 
 

@@ -1,5 +1,6 @@
 """An MCP server (official SDK, low level) whose tools' schemas use every form of reference
-and branch the lax checker claims to read, each limiting ``n`` to at most 5.
+and branch the lax checker claims to read, each limiting ``n`` to at most 5, and keywords it
+does not read itself (``not``, draft 4's boolean bounds, ``multipleOf``, ``if``/``then``).
 
 Run: ``python ref_forms_server.py`` (stdio). Each tool answers ``<name> ran with <arguments>``,
 so a test sees whether a call that breaks the schema reached the server.
@@ -42,6 +43,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "n": {"type": "integer", "maximum": 5, "anyOf": [{"type": "integer"}]}}},
     "deep": _nested(40),
     "forbidden": {"type": "object", "properties": {"n": False}},
+    # keywords the lax checker does not read itself: the schema's own validator checks them
+    "negated": {"type": "object", "properties": {
+        "command": {"type": "string", "not": {"enum": ["rm", "shutdown"]}}}},
+    "draft4_bounds": {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+                      "properties": {"n": {"type": "integer", "maximum": 5,
+                                           "exclusiveMaximum": True}}},
+    "multiple": {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}}},
+    "conditional": {"type": "object", "properties": {"mode": {"type": "string"},
+                                                     "n": {"type": "integer"}},
+                    "if": {"properties": {"mode": {"const": "small"}}},
+                    "then": {"properties": {"n": SMALL}}},
 }
 
 
