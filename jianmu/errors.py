@@ -316,7 +316,9 @@ class ToolValidationError(ToolError, ValueError):
         self.tool = tool
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"tool {tool!r} is invalid:\n{lines}")
+        # a definition from outside may name its tool with a megabyte
+        shown = tool if not isinstance(tool, str) or len(tool) <= 100 else tool[:100] + "…"
+        super().__init__(f"tool {shown!r} is invalid:\n{lines}")
 
 
 class SchemaBudgetError(JianmuError):

@@ -52,10 +52,16 @@ def read_function(function: Mapping[str, Any]) -> tuple[str, str, Any]:
         raise ToolDefinitionError("?", [
             f"the definition has no 'name' (keys: {', '.join(function) or 'none'})"
         ])
+    description = function.get("description")
+    if description is not None and not isinstance(description, str):
+        # str() of it went to the model: an object's Python repr, a list of a million words
+        raise ToolDefinitionError(name, [
+            f"'description' must be text, got {type(description).__name__}"
+        ])
     parameters = _parameters(name, function)
     if parameters is None:
         _refuse_unread_keys(name, function)
-    return name, str(function.get("description") or ""), _arguments_object(parameters)
+    return name, description or "", _arguments_object(parameters)
 
 
 def _parameters(name: str, function: Mapping[str, Any]) -> Any:

@@ -72,7 +72,8 @@ def check_tool_name(name: object) -> str | None:
     """The problem with ``name`` as a tool name, or ``None`` when it is valid."""
     if is_tool_name(name):
         return None
-    problem = f"name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (ASCII letters, digits, _ and -)"
+    shown = name if not isinstance(name, str) or len(name) <= 100 else name[:100] + "…"
+    problem = f"name {shown!r} must match ^[A-Za-z0-9_-]{{1,64}}$ (ASCII letters, digits, _ and -)"
     if isinstance(name, str) and is_tool_name(name.replace(".", "_")):
         # dotted names (BFCL's "math.factorial") are what OpenAI clients rewrite this way
         problem += f"; write {name.replace('.', '_')!r}"
