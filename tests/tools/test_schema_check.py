@@ -19,11 +19,13 @@ _KEYWORDS = [
     "const", "additionalProperties", "anyOf", "oneOf", "allOf", "not", "minimum", "maximum",
     "minLength", "maxItems", "uniqueItems", "format", "examples", "$defs", "prefixItems",
     "pattern", "$ref", "multipleOf", "readOnly", "$comment", "contains", "propertyNames",
+    "if", "then", "else", "patternProperties", "dependentSchemas",
 ]
 _ODD_VALUES: list[Any] = [
     None, True, False, 0, -1, 1.5, 2.0, "", "x", "string", "integer", "object", "nope", [],
     ["string"], ["string", "string"], ["a", 1], ["null", "integer"], {}, {"a": {}},
     {"a": 1}, ("string",), [{}], [True], float("nan"), "[a-", "^a+$", "#/$defs/x", 3,
+    {"^a+$": {}}, {"[a-": {}}, {"(?<=a)b": {}}, "(?<=a)b", 0.5, -3,
 ]
 
 
