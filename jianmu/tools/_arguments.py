@@ -489,12 +489,20 @@ Plan = tuple[dict[str, tuple[type, ...]], tuple[str, ...]]
 """`scalar_plan`'s answer: each property's accepted Python types, and the required names."""
 
 
+def _asserts_elsewhere(schema: Mapping[str, Any]) -> bool:
+    """Whether an object schema may assert something beside its properties (whose keywords
+    `scalar_plan` allows one by one): only then is it walked for what the lax pass leaves
+    unread (`jianmu.tools._unread`)."""
+    return not schema.keys() <= _PLAIN_TOP or isinstance(schema.get("additionalProperties"), dict)
+
+
 def scalar_plan(schema: Mapping[str, Any]) -> Plan | None:
     """For an object schema whose properties are plain scalars without bounds, each
     property's Python types that `validate_with_schema` accepts unchanged, and the required
     names; ``None`` for any other schema."""
     props = schema.get("properties") or {}
-    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema) or unread(schema):
+    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema) or (
+            _asserts_elsewhere(schema) and unread(schema)):
         return None  # the root's own refs and branches are the checker's
     kinds: dict[str, tuple[type, ...]] = {}
     for key, sub in props.items():
@@ -592,7 +600,8 @@ def _exact_plan(schema: Mapping[str, Any]) -> ExactPlan | None:
     if not isinstance(schema.get("additionalProperties", True), bool):
         return None
     props = schema.get("properties") or {}
-    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema) or unread(schema):
+    # (nothing `unread` looks for can pass the keywords allowed here, at any depth)
+    if not isinstance(props, dict) or not _ROOT_RULES.isdisjoint(schema):
         return None  # the root's own refs and branches are the checker's
     kinds: dict[str, tuple[type, ...]] = {}
     inner: dict[str, Callable[[Any], bool]] = {}
