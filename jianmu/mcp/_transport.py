@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -25,7 +27,7 @@ from jianmu.errors import MCPLineTooLongError
 
 __all__ = (
     "MAX_ANSWER_BYTES", "AnswerBounds", "RefusedAuth", "SecretHeaders", "WatchedStream",
-    "WholeLines", "errlog", "open_transport", "server_process",
+    "WholeLines", "end_group", "errlog", "open_transport", "server_process",
 )
 
 MAX_ANSWER_BYTES = 64 << 20
@@ -138,12 +140,17 @@ async def open_transport(
 
         params = StdioServerParameters(command=command, args=args, env=env or None, cwd=cwd)
         opened = stdio_client(params, errlog=errlog())
-        async with opened as streams:
-            process = server_process(opened)
+        process = None
+        try:
+            async with opened as streams:
+                process = server_process(opened)
+                if process is not None:
+                    read_whole_lines(process)  # before the SDK's reader task first runs
+                    spawned(process)
+                yield streams
+        finally:
             if process is not None:
-                read_whole_lines(process)  # before the SDK's reader task first runs
-                spawned(process)
-            yield streams
+                end_group(process.pid)
         return
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -314,6 +321,21 @@ def server_process(opened: Any) -> Any:
     frame = getattr(getattr(opened, "gen", None), "ag_frame", None)
     process = frame.f_locals.get("process") if frame is not None else None
     return process if isinstance(getattr(process, "pid", None), int) else None
+
+
+def end_group(leader: int) -> None:
+    """Kill what is left of the process group a stdio server led, once its session is over.
+
+    The SDK kills the group only when the server outlives its grace period; a server that
+    exits at once, or crashed, left the processes it started (a language server, a browser)
+    running, owned by no run. The SDK starts the server in a session of its own, so its pid
+    names the group; a group id stays taken while any member lives, so it is not another's.
+    """
+    if not hasattr(os, "killpg") or leader <= 0:
+        return
+    with contextlib.suppress(OSError):
+        if leader != os.getpgrp():  # never our own group (a server not started in its own)
+            os.killpg(leader, signal.SIGKILL)
 
 
 class WholeLines(anyio.abc.ByteReceiveStream):
