@@ -104,21 +104,38 @@ def mcp_tool_names(server: str, tools: Sequence[str]) -> list[str]:
     """Model-safe, unique names ``<server>__<tool>`` for a server's tools, in order.
 
     Characters outside ``[A-Za-z0-9_-]`` become ``_``. A name longer than 64 characters is
-    cut and ends with ``_`` plus a hash of the original, and so does a name that would equal
-    (ignoring case) one before it, so different tools never share a name.
+    cut and ends with ``_`` plus a hash of the original, and so does each name that would equal
+    (ignoring case) another's but the one of the tool that needed no change (else the least
+    name). Who keeps a plain name never depends on the listing's order: a server that listed
+    ``delete.repo`` before ``delete_repo`` took ``srv__delete_repo`` from the tool it names, so
+    a rule written for that tool held for the other, and a listing that changed moved it.
     """
-    taken: set[str] = set()
+    plain = [f"{_clean(server)}__{_clean(tool)}" for tool in tools]
+    owner: dict[str, int] = {}  # a plain name, by its lower case: the tool that keeps it
+
+    def rank(index: int) -> tuple[bool, bool, str]:
+        tool = tools[index]
+        return (_clean(tool) != tool, tool != tool.lower(), tool)
+
+    for index, name in enumerate(plain):
+        if len(name) > MAX_NAME_LENGTH:
+            continue
+        held = owner.get(name.lower())
+        if held is None or rank(index) < rank(held):
+            owner[name.lower()] = index
+    taken = set(owner)  # names are ASCII here: lower() folds case only
     out: list[str] = []
-    for tool in tools:
-        original = f"{server}__{tool}"
-        name = f"{_clean(server)}__{_clean(tool)}"
+    for index, (tool, name) in enumerate(zip(tools, plain, strict=True)):
+        if owner.get(name.lower()) == index:
+            out.append(name)
+            continue
+        original, salt = f"{server}__{tool}", 0
         if len(name) > MAX_NAME_LENGTH:
             name = _hashed(name, original)
-        salt = 0
         while name.lower() in taken:
             salt += 1
-            name = _hashed(f"{_clean(server)}__{_clean(tool)}", f"{original}#{salt}")
-        taken.add(name.lower())  # names are ASCII here: lower() folds case only
+            name = _hashed(plain[index], f"{original}#{salt}")
+        taken.add(name.lower())
         out.append(name)
     return out
 
