@@ -48,15 +48,16 @@ async def test_a_listing_s_uncallable_schemas_are_refused_by_name_and_the_rest_s
         assert "at properties: None is not of type 'object'" in said["given__null_properties"]
         assert "'str' is not a JSON Schema type; write 'string'" in said["given__python_types"]
         assert "refers to itself" in said["given__ref_cycle"]
-        assert tools.names() == ["given__js_names", "given__get_item",
-                                 "given__get_item_cd938808", "given__GET-item", "given__echo"]
+        # get_item needs no change to its name, so it keeps it though get.item comes first
+        assert tools.names() == ["given__js_names", "given__get_item_6a292df8",
+                                 "given__get_item", "given__GET-item", "given__echo"]
         sent = {"__proto__": "a", "constructor": "b", "self": "c"}
         done = await tools.execute("given__js_names", sent)
         assert done.ok and done.output == "js_names got " + json.dumps(sent, sort_keys=True)
         missing = await tools.execute("given__js_names", {"self": "c"})
         assert not missing.ok and "missing required argument '__proto__'" in str(missing.error)
-        for name, remote in (("given__get_item", "get.item"),
-                             ("given__get_item_cd938808", "get_item"),
+        for name, remote in (("given__get_item_6a292df8", "get.item"),
+                             ("given__get_item", "get_item"),
                              ("given__GET-item", "GET-item!")):
             called = await tools.execute(name, {})
             assert called.ok and called.output == f"{remote} got {{}}"
