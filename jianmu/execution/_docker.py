@@ -406,15 +406,8 @@ class DockerWarm:
         self._sup = None
         if self.problem is not None:
             return None
-        channel = DockerChannel(api, container.id, self._user)
-        try:
-            sup = Supervisor(channel, "docker-supervisor")
-        except SandboxError:
-            container.reload()
-            if container.status != "running":
-                raise SandboxError("the sandbox container stopped") from None
-            why = channel.stderr.text().strip().splitlines()[-1:] or ["no message"]
-            self._give_up(f"the warm supervisor did not start in the image ({why[0][:200]})")
+        sup = self._start(api, container)
+        if sup is None:
             return None
         if not sup.guarded:
             sup.close()
@@ -426,6 +419,24 @@ class DockerWarm:
             _log.info("restarted the warm sandbox supervisor (start %d)", self.starts)
         self._sup = sup
         return sup
+
+    def _start(self, api: Any, container: Any) -> Supervisor | None:
+        """A new supervisor; ``None`` (and `problem` said) when two starts in a row failed:
+        one start lost to a busy daemon is tried once more before every command goes cold."""
+        for attempt in (1, 2):
+            channel = DockerChannel(api, container.id, self._user)
+            try:
+                return Supervisor(channel, "docker-supervisor")
+            except SandboxError:
+                container.reload()
+                if container.status != "running":
+                    raise SandboxError("the sandbox container stopped") from None
+                why = (channel.stderr.text().strip().splitlines()[-1:] or ["no message"])[0]
+                if attempt == 1:
+                    _log.info("the warm sandbox supervisor did not start (%s): again", why[:200])
+                    continue
+                self._give_up(f"the warm supervisor did not start in the image ({why[:200]})")
+        return None
 
     def _give_up(self, problem: str) -> None:
         self.problem = problem

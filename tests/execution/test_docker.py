@@ -155,3 +155,23 @@ async def test_warm_false_starts_every_command_cold(workspace: Path) -> None:
         assert box.warm_problem == "warm=False" and box.supervisor_starts == 0
 
 
+
+
+async def test_a_start_lost_once_is_tried_again_before_going_cold(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a busy daemon can lose one `docker exec` of the supervisor: that alone made every later
+    # command of the sandbox start cold for its whole life
+    real, lost = warm_mod.Supervisor, []
+
+    def once_lost(channel: object, name: str) -> object:
+        if not lost:
+            lost.append(name)
+            channel.close()  # type: ignore[attr-defined]
+            raise warm_mod.SandboxError("the warm supervisor did not start")
+        return real(channel, name)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(warm_mod, "Supervisor", once_lost)
+    async with DockerSandbox(workspace) as box:
+        assert (await box.exec("echo warm")).stdout == "warm\n"
+        assert lost and box.warm_problem is None and box.supervisor_starts == 1

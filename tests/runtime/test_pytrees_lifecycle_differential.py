@@ -133,6 +133,8 @@ class _Life:
     status: Status
     world: World
     runs: tuple[tuple[str, Status, int], ...]
+    kind: str = "plain"
+    """What the leaf is under the runner (plain, async, lazy), in either world."""
 
     def _setup_leaf(self, runs: Any, world: World) -> None:
         self.runs, self.world, self.n, self.done, self.count = runs, world, 0, False, 0
@@ -293,7 +295,9 @@ def build(spec: tuple[Any, ...], world: World, plain: bool) -> Behaviour:
     kind = spec[0]
     if kind == "leaf":
         cls = Plain if plain else {"async": Async, "lazy": Lazy, "plain": Plain}[spec[2]]
-        return cls(spec[1], spec[3], world)
+        leaf = cls(spec[1], spec[3], world)
+        leaf.kind = spec[2]  # what it is under the runner, whichever world this is
+        return leaf
     if kind in ("seq", "sel"):
         composite = py_trees.composites.Sequence if kind == "seq" else py_trees.composites.Selector
         return composite(f"{kind}{spec[2]}", memory=spec[1],
@@ -432,9 +436,13 @@ def play_py_trees(spec: tuple[Any, ...], seed: int, world: World,
         running = sorted(world.running)
         # two at once: not a leaf that sleeps after its gate (it ends later on the loop)
         gated = [n for n in running if world.leaves[n].run[0] != "sleep"]
+        # nor a plain leaf with an async one: the plain one is done at once, the async one's
+        # task a loop step later, and a poll falling between (a loaded machine's late timer)
+        # rightly sees only the first
+        apart = {n: world.leaves[n].kind == "plain" for n in gated}
         options: list[list[Any]] = [
             [("complete", n) for n in running],
-            [("complete", a, b) for a in gated for b in gated if a < b],
+            [("complete", a, b) for a in gated for b in gated if a < b and apart[a] == apart[b]],
             [("flip", i) for i in range(len(world.flags))],
             [("key", i) for i in range(len(world.keys))],
             [("cancel",)],
