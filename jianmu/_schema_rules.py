@@ -571,23 +571,31 @@ def _json_key(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-_PER_LIST: dict[tuple[int, str], tuple[list[Any], Any]] = {}
-_PER_LIST_MAX = 512
-_PER_LIST_LOCK = threading.Lock()
+class PerObject:
+    """``make(obj)`` remembered per object, by identity, and per purpose (``what``): the object
+    is kept so that its id stays its own, the oldest let go past ``size``."""
+
+    def __init__(self, size: int) -> None:
+        self._made: dict[tuple[int, str], tuple[Any, Any]] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def __call__(self, values: Any, what: str, make: Callable[[Any], Any]) -> Any:
+        found = self._made.get((id(values), what))
+        if found is not None and found[0] is values:
+            return found[1]
+        made = make(values)
+        with self._lock:
+            if len(self._made) >= self._size:
+                self._made.pop(next(iter(self._made)), None)
+            self._made[id(values), what] = (values, made)
+        return made
 
 
-def per_list(values: Any, what: str, make: Callable[[Any], Any]) -> Any:
-    """``make(values)``, made once per list (or object) and ``what`` (a schema's lists live as long
-    as the schema: an ``enum`` of 200,000 values is walked once, not once per value checked)."""
-    found = _PER_LIST.get((id(values), what))
-    if found is not None and found[0] is values:
-        return found[1]
-    made = make(values)
-    with _PER_LIST_LOCK:
-        if len(_PER_LIST) >= _PER_LIST_MAX:
-            _PER_LIST.pop(next(iter(_PER_LIST)), None)
-        _PER_LIST[id(values), what] = (values, made)  # the list is kept: its id stays its own
-    return made
+per_list = PerObject(512)
+"""``per_list(values, what, make)``: ``make(values)`` made once per list (or object) and
+``what`` (a schema's lists live as long as the schema: an ``enum`` of 200,000 values is walked
+once, not once per value checked)."""
 
 
 def _keys_of(values: list[Any]) -> frozenset[Any] | None:

@@ -14,7 +14,6 @@ coerced arguments.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,21 +83,12 @@ def _made(schema: Mapping[str, Any]) -> Any:
     return _schema_rules.validator_class(cls)(schema, registry=_schema_rules.local_registry())
 
 
-_MADE: dict[int, tuple[Any, Any]] = {}
-_MADE_MAX = 1024
-_MADE_LOCK = threading.Lock()
+_MADE = _schema_rules.PerObject(1024)
+"""The validators made (a cache of its own: one shared with the enums and names of every tool
+let a large agent's schemas go, and each call made them again)."""
 
 
 def rest_validator(schema: Mapping[str, Any]) -> Any:
     """The validator of ``schema``'s own dialect when the lax checker leaves some of it
-    unread, else None; made once per schema (a cache of its own: one shared with the enums
-    and names of every tool let a large agent's schemas go, and each call made them again)."""
-    known = _MADE.get(id(schema))
-    if known is not None and known[0] is schema:
-        return known[1]
-    made = _made(schema)
-    with _MADE_LOCK:
-        if len(_MADE) >= _MADE_MAX:
-            _MADE.pop(next(iter(_MADE)), None)
-        _MADE[id(schema)] = (schema, made)  # the schema is kept: its id stays its own
-    return made
+    unread, else None; made once per schema."""
+    return _MADE(schema, "rest", _made)
