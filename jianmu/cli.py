@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -387,11 +388,24 @@ def _tracing(args: argparse.Namespace) -> AbstractContextManager[object]:
     return tracing(load_config(args.config))
 
 
+def _stop_as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM (a process manager's stop, ``timeout``, ``kill``) stops a command as Ctrl-C
+    does: the run saved where it stands, its MCP servers and sandboxes closed, not left
+    running; where Ctrl-C is ignored (a job in the background), it ends the process."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    else:  # through whatever handles Ctrl-C now (asyncio.run's cancels the run's task)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``jianmu`` command; return its exit code."""
     from jianmu.errors import ConfigError, JianmuError
 
     args = build_parser().parse_args(argv)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # commands that serve set theirs
+        signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
     args.config = getattr(args, "config", None)
     args.debug = getattr(args, "debug", False)
     try:

@@ -234,9 +234,10 @@ def build_tree():
 '''
 
 
-def interrupted_blocking_run(project: Project) -> tuple[int, str, str, str]:
-    """``jianmu run`` of `BLOCKING`, Ctrl-C'd once its node runs: the exit code, what it said
-    before the signal, what it said after, and its stderr."""
+def interrupted_blocking_run(project: Project, sent: int = signal.SIGINT,
+                             ) -> tuple[int, str, str, str]:
+    """``jianmu run`` of `BLOCKING`, Ctrl-C'd (or sent ``sent``) once its node runs: the exit
+    code, what it said before the signal, what it said after, and its stderr."""
     project.write("blocking.py", BLOCKING)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
     env.update(COLUMNS="200", NO_COLOR="1", PYTHONPATH=str(REPO))
@@ -248,7 +249,7 @@ def interrupted_blocking_run(project: Project) -> tuple[int, str, str, str]:
     )
     assert process.stdout is not None and process.stderr is not None
     seen = _read_until(process.stdout, "BLOCKED")
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sent)
     try:  # both pipes read while it ends: one left full would hold the process in a write
         rest, err = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -258,9 +259,13 @@ def interrupted_blocking_run(project: Project) -> tuple[int, str, str, str]:
     return process.returncode, seen, rest, err
 
 
-def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(project: Project) -> None:
-    """Interrupted before any checkpoint, the run is saved where it was stopped, as it says."""
-    code, seen, rest, err = interrupted_blocking_run(project)
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(
+        project: Project, sent: int) -> None:
+    """Interrupted before any checkpoint, the run is saved where it was stopped, as it says;
+    SIGTERM (a process manager's stop) the same: it killed the process, the run unsaved and
+    its servers left running."""
+    code, seen, rest, err = interrupted_blocking_run(project, sent)
     assert code == 4 and "interrupted" in rest and "Traceback" not in err, seen + rest + err
     run_id = run_id_of(seen)
     (project.root / "go").write_text("")
