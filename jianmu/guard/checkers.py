@@ -386,7 +386,9 @@ def call_fingerprint(call: ToolCall) -> str:
         ensure_ascii=False,
         default=str,
     )
-    return hashlib.sha256(body.encode()).hexdigest()
+    # a lone surrogate is valid JSON (a model's or a person's "\ud800"): strict UTF-8 failed
+    # the call's node as it asked; any other text encodes as before, so old fingerprints hold
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RateLimitChecker(BaseChecker):
