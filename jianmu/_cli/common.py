@@ -36,7 +36,8 @@ __all__ = (
     "EXTRAS", "LONG_ARGUMENTS", "RUN_EXIT_CODES", "TREE_FORMATS",
     "CLIError", "ExitCode", "heading", "json_text", "load_cli_config", "make_console",
     "missing_extra", "parse_edited_arguments", "parse_inputs", "pretty_json", "print_request",
-    "print_runs", "printable", "request_details", "require_extra", "say", "visible", "when")
+    "print_runs", "printable", "read_json", "request_details", "require_extra", "say", "visible",
+    "when")
 
 TREE_FORMATS = ("ascii", "dot", "mermaid")
 """What ``jianmu tree show --format`` accepts."""
@@ -117,7 +118,7 @@ def parse_inputs(pairs: Iterable[str]) -> dict[str, Any]:
         if key.endswith(":"):
             key = key[:-1]
             try:
-                parsed: Any = json.loads(value)
+                parsed: Any = read_json(value)
             except json.JSONDecodeError as exc:
                 raise CLIError(
                     f"--input {pair!r}: the value after ':=' is not JSON ({exc.msg}); "
@@ -153,6 +154,15 @@ EXTRAS: dict[str, str] = {
 by the package's import name."""
 
 
+def read_json(text: str) -> Any:
+    """``json.loads(text)``; JSON nested past what Python's reader takes is a
+    `json.JSONDecodeError` too (its `RecursionError` ended the command as an internal error)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep to read", text, 0) from None
+
+
 def parse_edited_arguments(raw: str) -> dict[str, Any]:
     """``--arguments JSON``: a call's arguments as a person edited them (a JSON object).
 
@@ -160,7 +170,7 @@ def parse_edited_arguments(raw: str) -> dict[str, Any]:
         CLIError: the text is not JSON, or not an object.
     """
     try:
-        edited = json.loads(raw)
+        edited = read_json(raw)
     except json.JSONDecodeError as exc:
         raise CLIError(f"--arguments is not valid JSON: {exc}") from None
     if not isinstance(edited, dict):

@@ -37,6 +37,7 @@ from jianmu._cli.common import (
     parse_inputs,
     print_request,
     print_runs,
+    read_json,
     require_extra,
     say,
     visible,
@@ -310,7 +311,7 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
     given: dict[str, Any] = {}
     if args.inputs is not None:
         try:
-            given = json.loads(args.inputs)
+            given = read_json(args.inputs)
         except json.JSONDecodeError as exc:
             raise CLIError(f"--inputs is not JSON ({exc.msg}): {args.inputs!r}") from None
         if not isinstance(given, dict):

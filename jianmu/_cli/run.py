@@ -26,6 +26,7 @@ from jianmu._cli.common import (
     parse_edited_arguments,
     parse_inputs,
     print_request,
+    read_json,
     say,
     visible,
 )
@@ -338,7 +339,7 @@ def _ask(request: ApprovalRequest,
             return True, rest.strip() or None, None
         if word.lower() in ("e", "edit") and rest.strip():
             try:
-                edited = json.loads(rest)
+                edited = read_json(rest)
             except json.JSONDecodeError as exc:
                 console.print(f"  the arguments are not JSON: {exc}")
                 continue
