@@ -322,8 +322,8 @@ class DecisionLedger:
             try:
                 with self._db.begin() as conn:
                     conn.execute(_decisions.insert().values(
-                        run_id=run_id, call_id=call_id, approved=approved, message=message,
-                        decided_at=time.time(),
+                        run_id=run_id, call_id=call_id, approved=approved,
+                        message=_storable(message), decided_at=time.time(),
                     ))
                     if name is not None and name != call_id:
                         conn.execute(_names.insert().values(
@@ -341,6 +341,14 @@ class DecisionLedger:
     def close(self) -> None:
         """Release the connections."""
         self._db.dispose()
+
+
+def _storable(message: str | None) -> str | None:
+    """``message`` as the database takes it: a lone surrogate (argv's byte of another encoding)
+    escaped as ``\\udcff``, which UTF-8 refused; the run itself reads the message as sent."""
+    if message is None:
+        return None
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _read(conn: sa.Connection, run_id: str, call_id: str) -> Decision | None:

@@ -569,6 +569,8 @@ class DurableEngine:
             InteractionError: ``call_id`` is a call id alone that names several decided
                 requests (their ids are listed).
         """
+        if not _is_utf8(run_id, call_id):  # no run nor request has such an id
+            return None
         ledger = self._ledger()
         found = ledger.first(run_id, call_id)
         if found is not None:
@@ -593,6 +595,8 @@ class DurableEngine:
         from jianmu.durable._workflow import APPROVAL, approval_topic
 
         info = await asyncio.to_thread(self.run_info, run_id)  # raises for an unknown run
+        if not _is_utf8(call_id):  # the database cannot look it up, and no request has it
+            raise RunNotFoundError(f"run {run_id!r} waits for no approval {call_id!r}")
         ledger = self._ledger()
         first = await asyncio.to_thread(ledger.first, run_id, call_id)
         if first is not None:
@@ -685,7 +689,10 @@ class DurableEngine:
         require_dbos()
         from jianmu.durable._workflow import WORKFLOW
 
-        found = self.client.list_workflows(workflow_ids=[run_id], name=WORKFLOW)
+        # an id UTF-8 cannot encode (argv's byte of another encoding) names no run, and the
+        # database refused the look-up with an internal error
+        found = _is_utf8(run_id) and self.client.list_workflows(workflow_ids=[run_id],
+                                                                 name=WORKFLOW)
         if not found:
             raise RunNotFoundError(f"no durable run {run_id!r}")
         return self._info(found[0])
@@ -754,6 +761,16 @@ class DurableEngine:
             updated=status.updated_at / 1000 if status.updated_at else None,
             worker=status.executor_id, error=error, inputs=inputs,
         )
+
+
+def _is_utf8(*texts: str) -> bool:
+    """Whether each of ``texts`` encodes as UTF-8 (holds no lone surrogate)."""
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _already_decided(run_id: str, call_id: str, first: Decision) -> AlreadyDecidedError:
