@@ -122,6 +122,17 @@ def _positive(kind: type[int] | type[float], *, zero: bool = False) -> Any:
     return parse
 
 
+def _run_id(text: str) -> str:
+    """An argparse type: a run id, which is text UTF-8 encodes (argv's byte of another encoding,
+    a lone surrogate here, failed the store's look-up with an internal error)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not UTF-8 text, and no run has it") from None
+    return text
+
+
 def _port(text: str) -> int:
     """An argparse type: a TCP port, 1..65535."""
     try:
@@ -190,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler="jianmu._cli.run:cmd_run", traced=True)
 
     resume = add(commands, "resume", "continue a checkpointed run", epilog=_EPILOG)
-    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("run_id", metavar="RUN_ID", type=_run_id)
     resume.add_argument("--approve", action="append", metavar="ID",
                         help="approve a pending request (repeatable)")
     resume.add_argument("--reject", action="append", metavar="ID",
@@ -336,11 +347,11 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
                   "(a run 'jianmu run' saved) its points", "cmd_runs_show")
     show.set_defaults(handler="jianmu._cli.points:cmd_runs_show")
     show.epilog = _RUNS_EPILOG
-    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("run_id", metavar="RUN_ID", type=_run_id)
     show.add_argument("--json", action="store_true", help="print JSON")
     fork = add(runs_sub, "fork", "start a new run from a point of a run 'jianmu run' saved "
                "(the original is not changed)", epilog=_RUNS_EPILOG)
-    fork.add_argument("run_id", metavar="RUN_ID")
+    fork.add_argument("run_id", metavar="RUN_ID", type=_run_id)
     fork.add_argument("--at", type=int, required=True, metavar="POINT",
                       help="the point to start from, as 'jianmu runs show RUN_ID' and the "
                            "studio's time slider number them")
@@ -353,7 +364,7 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
     reject = action("reject", "reject a pending request of a run (the model sees the reason)",
                     "cmd_runs_reject")
     for decide in (approve, reject):
-        decide.add_argument("run_id", metavar="RUN_ID")
+        decide.add_argument("run_id", metavar="RUN_ID", type=_run_id)
         decide.add_argument("call_id", metavar="CALL_ID", help="the pending request's id")
     approve.add_argument("--message", "-m", help="a note for the model")
     approve.add_argument("--arguments", metavar="JSON",
@@ -362,7 +373,7 @@ def _durable_commands(commands: argparse._SubParsersAction, add: Any) -> None:
     reject.add_argument("--reason", "-r", help="why (the model sees it)")
     answer = action("answer", "answer a question a run asked (ask_user, AskUser)",
                     "cmd_runs_answer")
-    answer.add_argument("run_id", metavar="RUN_ID")
+    answer.add_argument("run_id", metavar="RUN_ID", type=_run_id)
     answer.add_argument("call_id", metavar="ID", help="the pending question's id")
     answer.add_argument("text", metavar="TEXT", help="the answer (the asker reads it)")
     recover = action("recover", "hand a dead worker's pending runs to the live workers",
