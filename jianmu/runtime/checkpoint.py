@@ -30,6 +30,7 @@ from jianmu.runtime.lease import (
     of_this_machine,
     process_gone,
     refusal,
+    storable,
     this_process,
     until,
 )
@@ -586,6 +587,8 @@ class SQLiteCheckpointer:
 
     def holder(self, run_id: str) -> Lease | None:
         """The unexpired lease on ``run_id``, if any."""
+        if not storable(run_id):
+            return None
         with self._lock, self._reading(f"run {run_id!r}"):
             return self._held(run_id, self._clock())
 
@@ -602,6 +605,8 @@ class SQLiteCheckpointer:
         Raises:
             CheckpointError: the row is not a JSON object, or the file is damaged.
         """
+        if not storable(run_id):  # no run has it (SQLite would raise on the text)
+            return None
         with self._lock, self._reading(f"the checkpoint of run {run_id!r}"):
             row = self._db.execute(
                 "SELECT data FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1",

@@ -38,7 +38,8 @@ from jianmu.errors import CheckpointError, RunClaimedError
 
 __all__ = (
     "Lease", "LeasingCheckpointer", "RunClaim", "alive_elsewhere", "default_owner",
-    "of_this_machine", "process_gone", "refusal", "store_failed", "this_process", "until",
+    "of_this_machine", "process_gone", "refusal", "storable", "store_failed", "this_process",
+    "until",
 )
 
 T = TypeVar("T")
@@ -170,6 +171,18 @@ def refusal(run_id: str, held: Lease, now: float) -> str:
 def _stat(pid: int) -> list[str]:
     """``/proc/PID/stat``'s fields after the command name (state first, start time 20th)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def storable(run_id: str) -> bool:
+    """Whether ``run_id`` is text UTF-8 can encode (not a lone surrogate, what an undecodable
+    byte of a command line becomes), as a run id must be to be saved or looked up."""
+    if run_id.isascii():
+        return True
+    try:
+        run_id.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def store_failed(error: BaseException | None) -> bool:

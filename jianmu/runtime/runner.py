@@ -42,7 +42,7 @@ from jianmu.runtime.events import (
     get_tracer,
     run_ended,
 )
-from jianmu.runtime.lease import RunClaim, store_failed
+from jianmu.runtime.lease import RunClaim, storable, store_failed
 from jianmu.runtime.stream import EventStream, left_behind, open_stream
 from jianmu.state import StateManager
 
@@ -281,6 +281,8 @@ class ReactiveRunner:
         # the 48 random bits of uuid4().hex[:12], without building a UUID (several µs a run)
         if run_id == "":  # "" would be replaced by a fresh id: saved under a name nobody knows
             raise ValueError("a run id must not be empty; give none for a fresh one")
+        if run_id is not None and not storable(run_id):
+            raise ValueError(f"a run id must be text UTF-8 can encode, not {run_id!r}")
         run_id = run_id or os.urandom(6).hex()
         self.ctx = RunContext(
             config=self.config,

@@ -349,3 +349,16 @@ async def test_a_long_step_keeps_the_lease_alive_without_a_save() -> None:
     assert (await going).ok
     assert store.holder(runner.run_id) is None
     store.close()
+
+
+def test_a_run_id_utf8_cannot_encode_is_refused_or_names_no_run(tmp_path: Path) -> None:
+    # a lone surrogate (what an undecodable byte of a command line becomes) reached SQLite,
+    # which raised UnicodeEncodeError from inside the store
+    odd = "run-\udcff"
+    with pytest.raises(ValueError, match="UTF-8"):
+        ReactiveRunner(py_trees.behaviours.Success("ok"), run_id=odd)
+    store = SQLiteCheckpointer(tmp_path / "runs.db")
+    try:
+        assert store.load(odd) is None and store.holder(odd) is None
+    finally:
+        store.close()
