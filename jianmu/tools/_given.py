@@ -14,7 +14,7 @@ from jianmu.tools.base import Tool
 from jianmu.tools.base import tool as make_tool
 from jianmu.tools.calls import name_key
 
-__all__ = ("as_tool_items", "not_a_tool")
+__all__ = ("as_tool_items", "name_clash", "not_a_tool")
 
 _FUNCTIONS = (FunctionType, MethodType, BuiltinFunctionType, functools.partial)
 """What ``@tool`` makes a tool of, as pydantic-ai's ``tools=[...]`` takes it: a function, a
@@ -48,11 +48,16 @@ def as_tool_items(items: Sequence[Any]) -> list[Any]:
         first = seen.setdefault(key, item) if key is not None else item
         if first is not item:
             # the same tool listed twice is harmless; two of one name lose one silently
-            raise ToolValidationError(item.name, [
-                f"two tools are named {item.name!r} ({first!r} and {item!r}); a model's call "
-                "reaches only one of them: rename one (@tool(name=...), as_tool(name=...))"
-            ])
+            raise name_clash(first, item)
     return made
+
+
+def name_clash(first: Tool, second: Tool) -> ToolValidationError:
+    """The refusal of two different tools under one name (matched without case)."""
+    return ToolValidationError(second.name, [
+        f"two tools are named {second.name!r} ({first!r} and {second!r}); a model's call "
+        "reaches only one of them: rename one (@tool(name=...), as_tool(name=...))"
+    ])
 
 
 def not_a_tool(item: Any) -> str:

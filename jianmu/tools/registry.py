@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast, overlo
 
 from jianmu.errors import ToolDefinitionError, ToolError, ToolNotFoundError, ToolValidationError
 from jianmu.tools._definitions import openai_function
-from jianmu.tools._given import as_tool_items, not_a_tool
+from jianmu.tools._given import as_tool_items, name_clash, not_a_tool
 from jianmu.tools._hints import callable_name
 from jianmu.tools.base import (
     FunctionTool,
@@ -304,6 +304,24 @@ def as_tools(tools: Any) -> Any:
     return items if all(a is b for a, b in zip(made, items, strict=True)) else made
 
 
+def _indexed(tools: Iterable[Tool], *, replace: bool) -> ToolRegistry:
+    """A registry of ``tools``; a tool of a name already held replaces it, or is refused
+    unless ``replace`` (the same tool again is kept once either way)."""
+    registry = ToolRegistry()
+    for t in tools:
+        if isinstance(t, str):
+            raise TypeError(
+                f"ToolSet holds Tool instances, got the name {t!r}; built-in tools by name "
+                f"are ToolSet.resolve([{t!r}]) (its .tools joins a list of your own)"
+            )
+        if not isinstance(t, Tool):
+            raise TypeError(f"ToolSet holds Tool instances: {not_a_tool(t)}")
+        if not replace and (held := registry._tools.get(_key(t))) is not None and held is not t:
+            raise name_clash(held, t)
+        registry._put(t)
+    return registry
+
+
 class ToolSet:
     """An immutable collection of tools with lookup, export and execution."""
 
@@ -313,17 +331,20 @@ class ToolSet:
     __slots__ = ("__weakref__", "_cache", "_exact", "_index", "_registry")
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        registry = ToolRegistry()
-        for t in tools:
-            if isinstance(t, str):
-                raise TypeError(
-                    f"ToolSet holds Tool instances, got the name {t!r}; built-in tools by name "
-                    f"are ToolSet.resolve([{t!r}]) (its .tools joins a list of your own)"
-                )
-            if not isinstance(t, Tool):
-                raise TypeError(f"ToolSet holds Tool instances: {not_a_tool(t)}")
-            registry._put(t)
-        self._bind(registry)
+        """A set of ``tools``; the same tool given twice is one.
+
+        Raises:
+            ToolValidationError: two different tools share a name (in any ASCII case): the
+                model could reach only one of them (`with_tools` replaces one on purpose).
+        """
+        self._bind(_indexed(tools, replace=False))
+
+    @classmethod
+    def _replacing(cls, tools: Iterable[Tool]) -> ToolSet:
+        """A set of ``tools`` where a later tool of a name replaces the earlier one."""
+        made = cls.__new__(cls)
+        made._bind(_indexed(tools, replace=True))
+        return made
 
     def _bind(self, registry: ToolRegistry) -> None:
         self._registry = registry
@@ -349,7 +370,7 @@ class ToolSet:
 
     @classmethod
     def from_tools(cls, tools: Iterable[Tool]) -> ToolSet:
-        """A set of the given tool instances (last one of a name wins)."""
+        """A set of the given tool instances (two different tools of one name are refused)."""
         return cls(tools)
 
     @classmethod
@@ -451,7 +472,7 @@ class ToolSet:
         source = provider if provider is not None else BuiltinToolProvider.default()
         custom_list = list(custom or ())
         named = source.resolve_named_tools(names, custom_list, strict=strict)
-        return cls([*named, *custom_list]) if custom_list else cls(named)
+        return cls._replacing([*named, *custom_list]) if custom_list else cls(named)
 
     @classmethod
     async def from_providers(cls, providers: Iterable[ToolProvider], **kwargs: Any) -> ToolSet:
@@ -486,11 +507,11 @@ class ToolSet:
         tools = list(self._index.values())
         for other in others:
             tools.extend(other)
-        return ToolSet(tools)
+        return ToolSet._replacing(tools)
 
     def with_tools(self, tools: Iterable[Tool]) -> ToolSet:
         """A new set with ``tools`` added or replacing tools of the same name."""
-        return ToolSet([*self._index.values(), *tools])
+        return ToolSet._replacing([*self._index.values(), *tools])
 
     # -- lookup ---------------------------------------------------------------------------
 

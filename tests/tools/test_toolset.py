@@ -33,16 +33,28 @@ def fresh_default() -> Any:
     BuiltinToolProvider.reset_default()
 
 
-def test_from_tools_keeps_order_and_last_registration_wins() -> None:
-    a1, b, a2 = _make("alpha"), _make("beta"), _make("Alpha", result="second")
-    ts = ToolSet.from_tools([a1, b, a2])
+def test_from_tools_keeps_order_and_resolves_names_without_case() -> None:
+    a, b = _make("Alpha"), _make("beta")
+    ts = ToolSet.from_tools([a, b, a])  # the same tool given twice is one tool
     assert ts.names() == ["Alpha", "beta"]
-    assert ts.get("ALPHA") is a2 and ts.get("alpha") is a2
+    assert ts.get("ALPHA") is a and ts.get("alpha") is a
     assert ts.get("missing") is None
     assert len(ts) == 2 and "BETA" in ts and "nope" not in ts and 3 not in ts
-    assert list(ts) == [a2, b] and ts.tools == (a2, b)
+    assert list(ts) == [a, b] and ts.tools == (a, b)
     assert bool(ts) and not ToolSet()
     assert "beta" in repr(ts)
+
+
+def test_two_tools_of_one_name_are_refused_not_one_dropped() -> None:
+    # ToolSet([search, search_v2]) kept the last and dropped the first unseen, where an agent's
+    # tools=[...] list, ToolSet.from_openai and from_providers refuse it (pydantic-ai too)
+    first, second = _make("alpha"), _make("Alpha", result="second")
+    for build in (ToolSet, ToolSet.from_tools):
+        with pytest.raises(ToolValidationError, match="two tools are named 'Alpha'"):
+            build([first, _make("beta"), second])
+    # replacing stays what with_tools, merge and resolve(custom=) say they do
+    assert ToolSet([first]).with_tools([second]).get("alpha") is second
+    assert ToolSet([first]).merge([second]).tools == (second,)
 
 
 def test_only_tools_are_accepted() -> None:
