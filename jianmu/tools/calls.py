@@ -12,6 +12,7 @@ reach a tool that a rule written for its real name denies.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import functools
@@ -441,6 +442,23 @@ def render_output(value: Any) -> str:
         return printable(value)
 
 
+_IMAGE_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+"""The leading bytes of the image types every model API that reads images takes."""
+
+
+def image_type(data: bytes | bytearray) -> str | None:
+    """The media type of ``data`` when its leading bytes are a PNG, JPEG, GIF or WebP's."""
+    for signature, mime in _IMAGE_SIGNATURES:
+        if data.startswith(signature):
+            return mime
+    return "image/webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else None
+
+
 _JSON_KEYS = (str, int, float, bool, type(None))
 
 
@@ -581,7 +599,8 @@ class ToolResult:
         exception; a dict with an ``ok`` field (``output``/``result`` and ``error`` read from
         it; without ``output`` or ``result`` but with other keys, the whole dict is the
         output, and a failure's error names those keys too); a string starting with
-        ``Error:`` (a failure); a `ToolOutput` (a success with media); anything else (a
+        ``Error:`` (a failure); a `ToolOutput` (a success with media); the bytes of a PNG,
+        JPEG, GIF or WebP image (a success whose media is that image); anything else (a
         success).
         """
         if isinstance(raw, ToolResult):
@@ -610,9 +629,15 @@ class ToolResult:
                 if not ok:  # what else it says (Slack's ``needed`` scope) is for the model too
                     err = f"{printable(err)} {render_output(rest)}"
             return cls(ok=ok, output=output, error=None if ok else printable(err), **common)
-        if isinstance(raw, str) and raw.lstrip().startswith("Error:"):
-            message = raw.lstrip()[len("Error:") :].strip() or "the tool reported an error"
-            return cls(ok=False, error=message, **common)
+        if isinstance(raw, str):
+            if raw.lstrip().startswith("Error:"):
+                message = raw.lstrip()[len("Error:") :].strip() or "the tool reported an error"
+                return cls(ok=False, error=message, **common)
+        elif isinstance(raw, bytes | bytearray) and (mime := image_type(raw)) is not None:
+            # an image's bytes are a media part the model sees, as a `ToolOutput` gives one
+            data = base64.b64encode(raw).decode("ascii")
+            return cls(ok=True, media=(MediaPart(kind="image", mime_type=mime, data=data),),
+                       **common)
         return cls(ok=True, output=raw, **common)
 
     @functools.cached_property

@@ -189,3 +189,20 @@ def test_a_result_whose_dict_keys_json_has_not_is_still_json() -> None:
     endless = (i for i in iter(int, 1))
     shown = json.loads(render_output({dt.date(2020, 1, 2): endless}))
     assert shown["2020-01-02"].startswith("<generator object")
+
+
+def test_the_bytes_of_an_image_a_tool_returns_are_an_image_the_model_sees() -> None:
+    # a tool's PNG bytes reached the model as text decoded with U+FFFD for each bad byte
+    # ('\ufffdPNG\r\n\x1a\n...'): the image was lost and the model read noise as if it were text
+    import base64
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    image = ToolResult.from_raw("chart", png)
+    assert image.ok and [(m.kind, m.mime_type) for m in image.media] == [("image", "image/png")]
+    assert base64.b64decode(image.media[0].data) == png and "\ufffd" not in image.text
+    jpeg = ToolResult.from_raw("photo", bytearray(b"\xff\xd8\xff\xe0" + bytes(64)))
+    assert [m.mime_type for m in jpeg.media] == ["image/jpeg"]
+    assert ToolResult.from_raw("t", "héllo".encode()).text == "héllo"  # UTF-8 text stays text
+    webp = ToolResult.from_raw("t", b"RIFF\x00\x00\x00\x00WEBPVP8 ")
+    assert [m.mime_type for m in webp.media] == ["image/webp"]
+    assert not ToolResult.from_raw("t", b"RIFF\x00\x00\x00\x00WAVEfmt ").media  # audio, no
