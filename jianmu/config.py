@@ -31,6 +31,7 @@ from pydantic import (
 from jianmu import plugins
 from jianmu._secrets import MASK, redact_url
 from jianmu.constraints import (
+    DEFAULT_READ_ONLY_PATHS,
     BlankIsUnset,
     Constraints,
     ExecutionConstraints,
@@ -39,6 +40,7 @@ from jianmu.constraints import (
     is_read_only,
     lowered,
     read_only,
+    read_only_path,
 )
 from jianmu.errors import ConfigError, YAMLRefused
 
@@ -401,11 +403,32 @@ class AppConfig(_Section):
     def _layer(self) -> Constraints:
         return Constraints(
             guard=self.guard,
-            execution=self.execution,
+            execution=_skills_held(self.execution, self.skills.paths),
             max_iterations=self.runtime.max_iterations,
             timeout=self.runtime.timeout,
             max_messages=self.runtime.max_messages,
         )
+
+
+def _skills_held(execution: ExecutionConstraints, paths: list[str]) -> ExecutionConstraints:
+    """``execution`` with every ``skills.paths`` folder inside the workspace read-only."""
+    # the next run imports a BT skill's tree.py from them in the engine's process: code the
+    # host runs, as `skills/` is (`DEFAULT_READ_ONLY_PATHS`), whatever read_only_paths says
+    root = Path(execution.workdir).expanduser() if execution.workdir else None
+    held = []
+    for path in paths:
+        if os.path.isabs(path) and root is not None and root.is_absolute():
+            path = os.path.relpath(os.path.normpath(path), os.path.normpath(root))
+        try:
+            held.append(read_only_path(path))
+        except ValueError:
+            continue  # outside the workspace: no sandbox writes it
+    if not held:
+        return execution
+    given = execution.read_only_paths
+    current = list(DEFAULT_READ_ONLY_PATHS) if given is None else given
+    return execution.model_copy(
+        update={"read_only_paths": list(dict.fromkeys([*current, *held]))})
 
 
 _BOOKKEEPING = frozenset(
