@@ -402,10 +402,9 @@ def _tracing(args: argparse.Namespace) -> AbstractContextManager[object]:
 def _stop_as_ctrl_c(signum: int, frame: Any) -> None:
     """SIGTERM (a process manager's stop, ``timeout``, ``kill``) stops a command as Ctrl-C
     does: the run saved where it stands, its MCP servers and sandboxes closed, not left
-    running; where Ctrl-C is ignored (a job in the background), it ends the process."""
-    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+    running, also where Ctrl-C is ignored (a job started in the background)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # no handler to go through
+        signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt here
     else:  # through whatever handles Ctrl-C now (asyncio.run's cancels the run's task)
         os.kill(os.getpid(), signal.SIGINT)
 

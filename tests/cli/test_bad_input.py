@@ -234,8 +234,8 @@ def build_tree():
 '''
 
 
-def interrupted_blocking_run(project: Project, sent: int = signal.SIGINT,
-                             ) -> tuple[int, str, str, str]:
+def interrupted_blocking_run(project: Project, sent: int = signal.SIGINT, *,
+                             ctrl_c: bool = True) -> tuple[int, str, str, str]:
     """``jianmu run`` of `BLOCKING`, Ctrl-C'd (or sent ``sent``) once its node runs: the exit
     code, what it said before the signal, what it said after, and its stderr."""
     project.write("blocking.py", BLOCKING)
@@ -245,7 +245,8 @@ def interrupted_blocking_run(project: Project, sent: int = signal.SIGINT,
         [sys.executable, "-m", "jianmu.cli", "run", "blocking.py", "--config",
          str(project.config)],
         cwd=project.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_in_a_terminal,
+        stderr=subprocess.PIPE, text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal if ctrl_c else ctrl_c_ignored,
     )
     assert process.stdout is not None and process.stderr is not None
     seen = _read_until(process.stdout, "BLOCKED")
@@ -259,13 +260,20 @@ def interrupted_blocking_run(project: Project, sent: int = signal.SIGINT,
     return process.returncode, seen, rest, err
 
 
-@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def ctrl_c_ignored() -> None:
+    """In the child: Ctrl-C ignored, as for a job a script starts in the background."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(("sent", "ctrl_c"), [
+    (signal.SIGINT, True), (signal.SIGTERM, True), (signal.SIGTERM, False),
+], ids=["ctrl-c", "sigterm", "sigterm-in-the-background"])
 def test_ctrl_c_while_a_node_runs_saves_the_run_and_resume_goes_on(
-        project: Project, sent: int) -> None:
+        project: Project, sent: int, ctrl_c: bool) -> None:
     """Interrupted before any checkpoint, the run is saved where it was stopped, as it says;
-    SIGTERM (a process manager's stop) the same: it killed the process, the run unsaved and
-    its servers left running."""
-    code, seen, rest, err = interrupted_blocking_run(project, sent)
+    SIGTERM (a process manager's stop) the same, Ctrl-C ignored or not: it killed the
+    process, the run unsaved and its servers left running."""
+    code, seen, rest, err = interrupted_blocking_run(project, sent, ctrl_c=ctrl_c)
     assert code == 4 and "interrupted" in rest and "Traceback" not in err, seen + rest + err
     run_id = run_id_of(seen)
     (project.root / "go").write_text("")
