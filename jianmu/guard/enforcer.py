@@ -177,7 +177,7 @@ class ToolPolicyChecker(BaseChecker):
                 # Claude Code's WebFetch(domain:evil.com): the URLs of that host
                 rule = dataclasses.replace(rule, key="url", pattern=f"*://{rule.pattern}/*")
             derived = [rule]
-            pattern = rule.pattern or "" if checked != "allow" else ""
+            pattern = (rule.pattern or "") if checked != "allow" else ""
             for search in (*searches, rule.tool) if pattern else ():
                 folder = _SEARCHED.get(search)
                 # Claude Code's `Read(path)`, or Jianmu's `Read(path:...)` as read_file's

@@ -163,11 +163,11 @@ class SkillCatalog:
         except SkillLoadError as exc:
             self.errors.append(exc)
             return
-        existing = self._skills.pop(skill.name, None)
         folders = self._ambiguous.get(skill.name)
-        if existing is not None or folders is not None:
-            if folders is None:
-                folders = self._ambiguous[skill.name] = [existing.folder]  # type: ignore[union-attr]
+        existing = self._skills.pop(skill.name, None)
+        if existing is not None:  # the second folder of a name: neither is used
+            folders = self._ambiguous[skill.name] = [existing.folder]
+        if folders is not None:
             others = ", ".join(repr(str(f)) for f in folders)
             folders.append(skill.folder)
             self.errors.append(SkillLoadError(

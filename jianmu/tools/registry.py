@@ -316,9 +316,7 @@ def _indexed(tools: Iterable[Tool], *, replace: bool) -> ToolRegistry:
             )
         if not isinstance(t, Tool):
             raise TypeError(f"ToolSet holds Tool instances: {not_a_tool(t)}")
-        if not replace and (held := registry._tools.get(_key(t))) is not None and held is not t:
-            raise name_clash(held, t)
-        registry._put(t)
+        registry._put(t, replace=replace)
     return registry
 
 
@@ -768,11 +766,14 @@ class ToolRegistry:
         self._put(tool)
         return tool
 
-    def _put(self, tool: Tool) -> None:
-        """Index ``tool`` (the one place a tool enters a registry or a `ToolSet`).
+    def _put(self, tool: Tool, *, replace: bool = True) -> None:
+        """Index ``tool`` (the one place a tool enters a registry or a `ToolSet`); a tool
+        of a name already held replaces it, or is refused unless ``replace`` (the same tool
+        again is kept once either way).
 
         Raises:
-            ToolValidationError: the name is not a valid tool name.
+            ToolValidationError: the name is not a valid tool name, or another tool holds it
+                and not ``replace``.
             ToolDefinitionError: an injected parameter shadows a schema property, or the tool
                 is a method read from its class (no call would give its ``self``).
         """
@@ -781,6 +782,8 @@ class ToolRegistry:
             raise ToolDefinitionError(tool.name, [problem])
         key = _key(tool)
         old = self._tools.get(key)
+        if not replace and old is not None and old is not tool:
+            raise name_clash(old, tool)
         if old is not None and old.name != tool.name:
             self._exact.pop(old.name, None)
         self._tools[key] = tool  # a name registered again keeps its first position

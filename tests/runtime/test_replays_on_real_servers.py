@@ -51,10 +51,7 @@ def server() -> Iterator[StrictServer]:
 
 @pytest.fixture(autouse=True)
 def _clean(server: StrictServer) -> Iterator[None]:
-    server.requests.clear()
-    server.refused.clear()
-    server.problems.clear()
-    server._script.clear()
+    server.reset()
     yield
     assert not server.refused, [problems for _, problems in server.refused]
     assert not server.problems, server.problems

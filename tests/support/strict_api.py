@@ -485,6 +485,14 @@ class StrictServer(ModelServer):
         self.thoughts: dict[str, dict[str, Any]] = {}
         """The thinking blocks this server gave, by signature."""
 
+    def reset(self) -> None:
+        """Forget what earlier tests sent and left scripted: a module shares one server."""
+        with self._lock:
+            self.requests.clear()
+            self.refused.clear()
+            self.problems.clear()
+            self._script.clear()
+
     def _next(self, request: Request) -> Any:
         if request.api == "openai":
             problems = openai_problems(request.body)
