@@ -73,6 +73,21 @@ def display_path(real: str, root: str) -> str:
     return "." if rel == "." else rel.replace(os.sep, "/")
 
 
+# what a listing writes after or between names: a name holding one could pass for more
+_LISTING_MARKS = ("  (", "@ -> ")
+
+
+def shown_name(name: str) -> str:
+    """``name`` (a file's name or path) as a listing shows it to the model: as it is when
+    plain, else quoted with its escapes (``repr``), so that a name holding a line break, a
+    listing's own marks or invisible characters cannot pass for other entries, and an
+    undecodable byte (a lone surrogate) is named as the model can send it back."""
+    if name.isprintable() and name == name.strip() and not name.startswith(("'", '"')) \
+            and not any(mark in name for mark in _LISTING_MARKS):
+        return name
+    return repr(name)
+
+
 def resolve_path(path: str, *, root: str | None = None) -> str:
     """Resolve ``path`` inside the workspace ``root`` (default `real_root`); its real path.
 

@@ -39,6 +39,7 @@ from jianmu.tools.builtin._paths import (
     open_dir_beneath,
     real_root,
     resolve_path,
+    shown_name,
 )
 
 __all__ = (
@@ -532,9 +533,9 @@ def _list_dir(path: str = ".", depth: int = 1, ignore: list[str] | None = None) 
             if entry.is_symlink():
                 target = os.path.realpath(full)
                 where = display_path(target, root) if is_inside(target, root) else "outside"
-                out.append(f"{pad}{entry.name}@ -> {where}")
+                out.append(f"{pad}{shown_name(entry.name)}@ -> {shown_name(where)}")
             elif entry.is_dir(follow_symlinks=False):
-                out.append(f"{pad}{entry.name}/")
+                out.append(f"{pad}{shown_name(entry.name)}/")
                 if level + 1 < depth:
                     _walk_child(fd, entry.name, full, level + 1)
             else:
@@ -542,7 +543,7 @@ def _list_dir(path: str = ".", depth: int = 1, ignore: list[str] | None = None) 
                     size = entry.stat(follow_symlinks=False).st_size
                 except OSError:
                     size = 0  # removed while listing
-                out.append(f"{pad}{entry.name}  ({_human_size(size)})")
+                out.append(f"{pad}{shown_name(entry.name)}  ({_human_size(size)})")
 
     def _walk_child(parent: int, name: str, folder: str, level: int) -> None:
         try:
@@ -556,7 +557,7 @@ def _list_dir(path: str = ".", depth: int = 1, ignore: list[str] | None = None) 
 
     with closing_fd(top):
         walk(top, real, 0)
-    header = f"{display_path(real, root)}/"
+    header = f"{shown_name(display_path(real, root))}/"
     if not out:
         return f"{header}\n  [empty]"
     body = "\n".join("  " + line for line in out)
@@ -706,8 +707,9 @@ def list_dir(
 ) -> str:
     """List the files and folders in a workspace folder as an indented tree.
 
-    Folders end with '/', files show their size, symlinks show their target. Use it to find
-    your way around a project before reading files. Returns the tree as text.
+    Folders end with '/', files show their size, symlinks show their target; a name with
+    line breaks or unusual characters is shown quoted, with escapes. Use it to find your way
+    around a project before reading files. Returns the tree as text.
 
     Args:
         path: Folder relative to the workspace root.

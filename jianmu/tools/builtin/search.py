@@ -38,6 +38,7 @@ from jianmu.tools.builtin._paths import (
     open_beneath,
     real_root,
     resolve_path,
+    shown_name,
 )
 from jianmu.tools.builtin.files import copies, line_heads
 
@@ -477,7 +478,7 @@ def find_files(pattern: str, root: str = ".", *, timeout: float | None = None) -
                 if not timed_match(rx, rel_to_start):
                     continue
                 if len(hits) < _MAX_GLOB_RESULTS:
-                    hits.append(rel)
+                    hits.append(shown_name(rel))
                 else:
                     more += 1
     except PatternTimeout as exc:
@@ -596,7 +597,7 @@ def find_lines(
                         elif len(text) > _MAX_LINE_SHOWN:
                             extra = len(text) - _MAX_LINE_SHOWN
                             text = text[:_MAX_LINE_SHOWN] + f"…[+{extra} chars]"
-                        out.append(f"{rel}:{lineno}:{text}")
+                        out.append(f"{shown_name(rel)}:{lineno}:{text}")
                 if truncated:
                     break
     except SearchOutOfTime:
