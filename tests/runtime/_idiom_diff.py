@@ -54,7 +54,14 @@ CAP = 50
 REST = 1.0
 """A run's timeout (virtual seconds, far more than CAP polls): it ends a run at rest."""
 KEYS = ("/k0", "/k1", "/k2")
-MODES = ("end", "cancel", "task", "max_ticks", "timeout")
+MODES = ("end", "cancel", "task", "max_ticks", "timeout", "cancel_at", "task_at")
+"""How a first run ends: by itself, ``cancel()`` or its task cancelled after the N-th tick,
+``max_ticks=N``, the run's timeout, ``cancel()`` or its task cancelled at a time (at rest
+too, waiting on a hanging leaf)."""
+COUNTING = ("dummy", "periodic", "every", "queue", "counter")
+"""Stock leaves whose outcome counts ticks (``Dummy`` stands for a `Timer` in time)."""
+BY_TIME = ("timeout", "cancel_at", "task_at")
+"""Modes whose cut py_trees' loop takes from the ticks the runner took."""
 
 RUNNING, SUCCESS, FAILURE, INVALID = Status.RUNNING, Status.SUCCESS, Status.FAILURE, Status.INVALID
 Log = list[tuple[Any, ...]]
@@ -136,11 +143,12 @@ class AsyncWork(AsyncNode):
         self.count = 0
         if self.key:
             Blackboard.set(self.key, True)
-        self.activations.append({"cancelled": False, "stopped": False})
+        self.activations.append({"began": False, "cancelled": False, "stopped": False})
         super().initialise()
 
     async def update_async(self) -> Status:
         if self.n is None:
+            self.activations[-1]["began"] = True
             try:
                 await asyncio.get_running_loop().create_future()
             except asyncio.CancelledError:
@@ -163,10 +171,13 @@ class AsyncWork(AsyncNode):
 class Builder:
     """The seed's tree; ``use_async`` makes some work leaves async (the same draws either way)."""
 
-    def __init__(self, seed: int, use_async: bool, world: World) -> None:
+    def __init__(self, seed: int, use_async: bool, world: World,
+                 timed: Callable[[int], Behaviour] | None = None) -> None:
         self.rng = random.Random(f"idiom:{seed}")
         self.use_async, self.world = use_async, world
         self.count = 0
+        self.timed = timed  # a maker of `_timed_diff`'s sleeping leaves, by number
+        self.leaves = 0
 
     def name(self, kind: str) -> str:
         self.count += 1
@@ -174,19 +185,28 @@ class Builder:
 
     def check(self) -> ComparisonExpression:
         rng = self.rng
+        if self.timed is not None and rng.random() < 0.5:  # a sleeping leaf's end
+            return ComparisonExpression(f"/timed/done{rng.randint(0, 4)}", 1, operator.ge)
         value = rng.choice((True, "SUCCESS", "FAILURE", "INVALID"))
         return ComparisonExpression(rng.choice(KEYS), value, rng.choice((operator.eq,
                                                                           operator.ne)))
 
     def work(self) -> Behaviour:
         rng = self.rng
-        n = rng.choice((0, 1, 1, 2, 3, None)) if rng.random() < 0.9 else None
+        n = rng.choice((0, 1, 1, 2, 3, 5, 8, None)) if rng.random() < 0.9 else None
         end = rng.choice((SUCCESS, FAILURE))
         key = rng.choice((None, *KEYS))
         made_async = rng.random() < 0.6
         name = self.name("work")
+        if self.timed is not None:
+            self.leaves += 1
+            return self.timed(self.leaves - 1)
+        lazy = rng.random() < 0.5  # a hanging leaf whose task starts after the tick
         if made_async and self.use_async:
-            return AsyncWork(name, n, end, key)
+            made = AsyncWork(name, n, end, key)
+            if n is None and lazy:
+                made.eager_start = False  # type: ignore[misc]
+            return made
         return Work(name, n, end, key)
 
     def stock(self) -> Behaviour:
@@ -197,6 +217,11 @@ class Builder:
             "check", "checks", "compare", "exists", "wait", "wait_value", "set", "unset",
             "to_status",
         ))
+        if self.timed is not None and kind in COUNTING:
+            # in time, a Timer (its clock the world's) where a leaf counts its ticks: how
+            # often the runner ticks is not py_trees' loop's (it counts polls), so what such
+            # a leaf does is compared by ticks (`first_difference`), not in time
+            return py_trees.timers.Timer(name, rng.uniform(0.02, 0.5))
         if kind in ("success", "failure", "running", "dummy"):
             return {"success": b.Success, "failure": b.Failure, "running": b.Running,
                     "dummy": b.Dummy}[kind](name)
@@ -335,10 +360,68 @@ def build(seed: int, use_async: bool, world: World) -> Behaviour:
     return root
 
 
+# -- the same trees in time -------------------------------------------------------------------
+_timed_logged: dict[type, type] = {}
+
+
+def timed_logged(cls: type) -> type:
+    """``cls`` with its starts and ends written to a `_timed_diff` world's log, with times."""
+    if cls in _timed_logged:
+        return _timed_logged[cls]
+
+    class Logged(cls):  # type: ignore[valid-type, misc]
+        timed_world: Any
+
+        def initialise(self) -> None:
+            self.timed_world.log.append(("init", self.name, self.timed_world.at()))
+            super().initialise()
+
+        def terminate(self, new_status: Status) -> None:
+            self.timed_world.log.append(("term", self.name, self.status.name, new_status.name,
+                                         self.timed_world.at()))
+            super().terminate(new_status)
+
+    Logged.__name__ = Logged.__qualname__ = f"TimedLogged{cls.__name__}"
+    _timed_logged[cls] = Logged
+    return Logged
+
+
+class WorldClock:
+    """What `py_trees.timers.Timer` reads as ``time.time()``: the clock of the world being run
+    (`timed_tree` sets it; install it with ``py_trees.timers.time = WORLD_CLOCK``)."""
+
+    now: Callable[[], float] = staticmethod(lambda: 0.0)
+
+    def time(self) -> float:
+        return self.now()
+
+
+WORLD_CLOCK = WorldClock()
+
+
+def timed_tree(seed: int) -> Callable[[Callable[[int], Behaviour], Any], Behaviour]:
+    """The seed's tree of idioms, stock leaves and decorators over `_timed_diff`'s sleeping
+    leaves (a `_timed_diff.Make`): its other nodes log their starts and ends with times."""
+
+    def make(leaf: Callable[[int], Behaviour], world: Any) -> Behaviour:
+        WorldClock.now = staticmethod(world.now)  # type: ignore[assignment]
+        Blackboard.set("/status", SUCCESS)
+        root = Builder(seed, False, World(), timed=leaf).node(
+            random.Random(f"depth:{seed}").randint(1, 5))
+        for index, node in enumerate(root.iterate()):
+            node.name = f"{node.name}#{index}"
+            if type(node).__name__ not in ("SyncTimed", "AsyncTimed"):
+                node.__class__ = timed_logged(type(node))
+                node.timed_world = world  # type: ignore[attr-defined]
+        return root
+
+    return make
+
+
 def interruption(seed: int) -> tuple[str, int]:
     """How the seed's first run ends (`MODES`) and after which tick."""
     rng = random.Random(f"interrupt:{seed}")
-    return rng.choice(MODES), rng.randint(1, 12)
+    return rng.choice(MODES), rng.randint(1, 25)
 
 
 # -- py_trees' loop --------------------------------------------------------------------------
@@ -415,6 +498,11 @@ async def _runner_side(seed: int) -> list[Seen]:
     max_ticks = at if mode == "max_ticks" else CAP
     timeout = (at - 0.5) * POLL if mode == "timeout" else REST
     runner_task = asyncio.ensure_future(runner.run(max_ticks=max_ticks, timeout=timeout))
+    timer = None
+    if mode in ("cancel_at", "task_at"):  # off the poll grid
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later((at + 0.37) * POLL,
+                        runner.cancel if mode == "cancel_at" else runner_task.cancel)
     try:
         result = await runner_task
         status: RunStatus | None = result.status
@@ -422,6 +510,8 @@ async def _runner_side(seed: int) -> list[Seen]:
         if task.cancelling():  # not ours
             raise
         status = None
+    if timer is not None:
+        timer.cancel()
     seen.append(_seen(root, world, counted["ticks"], status))
     _check_cancels(root, world)
     if status is not None and status.finished:  # its end stands: no tick, the same result
@@ -445,7 +535,7 @@ def _check_cancels(root: Behaviour, world: World) -> None:
     for node in root.iterate():
         if isinstance(node, AsyncWork) and node.n is None:
             for i, activation in enumerate(node.activations):
-                if activation["stopped"] and not activation["cancelled"]:
+                if activation["stopped"] and activation["began"] and not activation["cancelled"]:
                     world.violations.append(f"{node.name} #{i}: stopped, saw no CancelledError")
 
 
@@ -467,8 +557,7 @@ def reference(seed: int, got: list[Seen]) -> list[Seen]:
     root = build(seed, False, world)
     root.setup_with_descendants()
     mode, at = interruption(seed)
-    cut = {"end": None, "cancel": at, "task": at, "max_ticks": at,
-           "timeout": got[0].ticks}[mode]
+    cut = got[0].ticks if mode in BY_TIME else None if mode == "end" else at
     ticks, _ = pytrees_run(root, world, cut)
     seen = [_seen(root, world, ticks, None)]
     ticks, _ = pytrees_run(root, world, None)
