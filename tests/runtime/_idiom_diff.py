@@ -40,8 +40,8 @@ from py_trees.behaviour import Behaviour
 from py_trees.blackboard import Blackboard
 from py_trees.common import ComparisonExpression, OneShotPolicy, ParallelPolicy, Status
 
-from jianmu.config import AppConfig
 import jianmu.runtime.runner as runner_module
+from jianmu.config import AppConfig
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.runner import ReactiveRunner, RunStatus
 from jianmu.state import StateManager
@@ -576,8 +576,9 @@ def first_difference(seed: int) -> str | None:
                 if key == "log":
                     at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
                               min(len(a), len(b)))
+                    near = slice(max(0, at - 4), at + 4)
                     return (f"seed {seed} run {run} {interruption(seed)}: log differs at {at}: "
-                            f"py_trees {a[max(0, at - 4):at + 4]} runner {b[max(0, at - 4):at + 4]}")
+                            f"py_trees {a[near]} runner {b[near]}")
                 if key == "nodes":
                     a = [(x, y) for x, y in zip(a, b, strict=True) if x != y][:4]
                 return f"seed {seed} run {run} {interruption(seed)}: {key}: py_trees {a} runner {b}"
