@@ -41,28 +41,10 @@ if TYPE_CHECKING:
     from jianmu.runtime.events import NodeEvents
     from jianmu.state import StateManager, StateView
 
-__all__ = (
-    "BINDER",
-    "IDLE_PLAN",
-    "STATUSES",
-    "AsyncNode",
-    "LeanBehaviour",
-    "LeanExtras",
-    "RuntimeNode",
-    "TickPlan",
-    "Ticker",
-    "WakeEvent",
-    "adopt",
-    "behaviour_tick",
-    "bound_nodes",
-    "checked",
-    "close_tree",
-    "coerce_status",
-    "expire",
-    "logs_debug",
-    "ticked_again",
-    "timed_wait",
-)
+__all__ = ("BINDER", "IDLE_PLAN", "STATUSES", "AsyncNode", "LeanBehaviour", "LeanExtras",
+           "RuntimeNode", "TickPlan", "Ticker", "WakeEvent", "adopt", "behaviour_tick",
+           "bound_nodes", "checked", "close_tree", "coerce_status", "expire", "logs_debug",
+           "ticked_again", "timed_wait")
 
 
 def coerce_status(value: Any) -> Status:
@@ -218,6 +200,9 @@ class RuntimeNode(LeanExtras):
         self.ctx = ctx
         self.path = path
         self.state = state_manager.scope(self.namespace) if self.namespace else state_manager.root
+        if getattr(self, "_finished", None) is not None:  # kept by a run: this one? (`forget`)
+            from jianmu.runtime.kept import forget
+            forget(self, ctx.run_id)
 
     async def aclose(self) -> None:
         """Release what the node keeps from one run to the next (worker threads, sandboxes).

@@ -7,7 +7,8 @@ the state, but no tick read the node's status. The node keeps that status
 (``AsyncNode._finished``), and so does the run's checkpoint, and the run that goes on, in this
 process or after a restore in another, reads it where the node is next ticked instead of
 starting the work again. A kept status serves the next run only: one that does not reach the
-node again drops it as it ends (a later entry of the node is new work).
+node again drops it as it ends (a later entry of the node is new work). It is that run's
+alone (`forget`): another run of the same tree (a new runner's) drops it as it binds the tree.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from py_trees.common import Status
 
-__all__ = ("keep", "outcome_of", "restore", "unread")
+__all__ = ("forget", "keep", "outcome_of", "restore", "unread")
 
 
 def outcome_of(task: asyncio.Task[Any], coerce: Callable[[Any], Status]) -> Status | None:
@@ -55,7 +56,7 @@ def keep(node: Any, task: asyncio.Task[Any], runner: Any,
     status = outcome_of(task, coerce)
     if status is None:
         return
-    node._finished = status
+    node._finished, node._kept_for = status, runner.run_id
     if status is Status.FAILURE:
         node.error = task.exception()
     runner._kept = (*runner._kept, node)
@@ -65,5 +66,13 @@ def restore(node: Any, entry: dict[str, Any], runner: Any) -> None:
     """The status a checkpoint's ``entry`` of ``node`` says it kept, kept again."""
     name = entry.get("finished")
     if name in ("SUCCESS", "FAILURE") and hasattr(node, "_finished"):
-        node._finished = Status[name]
+        node._finished, node._kept_for = Status[name], runner.run_id
         runner._kept = (*runner._kept, node)
+
+
+def forget(node: Any, run_id: str) -> None:
+    """Drop the status ``node`` keeps unless run ``run_id`` kept it: a new runner's run of
+    the tree is no run going on (it read another run's end, without doing the work, however
+    many runs later it reached the node, where py_trees' loop does the work again)."""
+    if getattr(node, "_kept_for", None) != run_id:
+        node._finished = None
