@@ -67,27 +67,28 @@ class MCPCallResult:
         parts: list[str] = []
         for index, block in enumerate(self.content):
             why = carried.get(index)
-            if why is None:
-                parts.append(_block_text(block))
+            if why is None or (not why and block.get("type") == "resource"):
+                parts.append(_block_text(block))  # a resource carried whole still names its URI
             elif why:
                 parts.append(f"{_block_text(block)} (not shown: {why})")
         return "\n".join(p for p in parts if p)
 
     def media(self) -> list[MediaPart]:
-        """The image and audio blocks that travel whole (see `MAX_MEDIA_PARTS`)."""
+        """The images and audio clips that travel whole (see `MAX_MEDIA_PARTS`): their blocks,
+        and embedded resources whose blob is one."""
         carried = _carried(self.content)
-        return [
-            MediaPart(
-                kind=str(block["type"]),
-                mime_type=str(block["mimeType"]),
-                data=str(block["data"]),
-            )
-            for index, block in enumerate(self.content)
-            if carried.get(index) == ""
-        ]
+        parts: list[MediaPart] = []
+        for index, block in enumerate(self.content):
+            found = _media_of(block) if carried.get(index) == "" else None
+            if found is not None:
+                kind, mime, data = found
+                parts.append(MediaPart(kind=kind, mime_type=str(mime), data=str(data)))
+        return parts
 
 
 _MEDIA_KINDS = frozenset({"image", "audio"})
+_MEDIA_BLOCKS = _MEDIA_KINDS | {"resource"}
+"""Blocks that may carry an image or audio clip (a resource: in its blob)."""
 MAX_MEDIA_PARTS = 20
 """Images and audio clips of one result that travel whole; the rest are described."""
 MAX_MEDIA_CHARS = 20 * 1024 * 1024
@@ -97,16 +98,18 @@ _MIME = re.compile(r"[a-z0-9][a-z0-9!#$&^_.+-]{0,126}", re.ASCII)
 
 
 def _carried(content: list[dict[str, Any]]) -> dict[int, str]:
-    """Each image or audio block by index: ``""`` when it travels whole, else why it does
-    not. A server is not trusted with what reaches the model: data that is not base64 would
-    make a model API refuse every later request of the run."""
+    """Each image or audio block (`_media_of`) by index: ``""`` when it travels whole, else
+    why it does not. A server is not trusted with what reaches the model: data that is not
+    base64 would make a model API refuse every later request of the run."""
     out: dict[int, str] = {}
     count = chars = 0
     for index, block in enumerate(content):
-        kind = block.get("type")
-        if kind not in _MEDIA_KINDS:
+        if block.get("type") not in _MEDIA_BLOCKS:
             continue
-        data, mime = block.get("data"), block.get("mimeType")
+        found = _media_of(block)
+        if found is None:
+            continue
+        kind, mime, data = found
         major, _, minor = mime.lower().partition("/") if isinstance(mime, str) else ("", "", "")
         if major != kind or not _MIME.fullmatch(minor):
             out[index] = f"its type {str(mime)[:80]!r} is not an {kind} type"
@@ -119,6 +122,21 @@ def _carried(content: list[dict[str, Any]]) -> dict[int, str]:
             out[index] = ""
             count, chars = count + 1, chars + len(data)
     return out
+
+
+def _media_of(block: Mapping[str, Any]) -> tuple[str, Any, Any] | None:
+    """``(kind, MIME type, base64 data)`` of a block that is an image or audio clip: an image
+    or audio block, or an embedded resource whose blob has an image or audio type (a file
+    server's picture); ``None`` for any other block."""
+    kind = block.get("type")
+    if kind != "resource":
+        return (kind, block.get("mimeType"), block.get("data")) if kind in _MEDIA_KINDS else None
+    resource = block.get("resource")
+    if not isinstance(resource, Mapping) or "blob" not in resource:
+        return None
+    mime = resource.get("mimeType")
+    major = mime.partition("/")[0].lower() if isinstance(mime, str) else ""
+    return (major, mime, resource.get("blob")) if major in _MEDIA_KINDS else None
 
 
 def _is_base64(data: str) -> bool:
@@ -211,8 +229,22 @@ def _block_text(block: Mapping[str, Any]) -> str:
             return str(resource["text"])
         return f"[resource {resource.get('uri', '?')}: {resource.get('mimeType', 'binary')}]"
     if kind == "resource_link":
-        return f"[resource link {block.get('uri', '?')}]"
+        return _link_text(block)
     return f"[{kind} content]"
+
+
+def _link_text(block: Mapping[str, Any]) -> str:
+    """A resource link as the model reads it: its URI, and what the server says it is (its
+    title, name and type, its description), which tell the model whether to read it."""
+    name, title = block.get("name"), block.get("title")
+    about = [str(v) for v in (name, block.get("mimeType")) if v and v != title]
+    label = " ".join(filter(None, [
+        str(title) if title else "", f"({', '.join(about)})" if title and about
+        else ", ".join(about),
+    ]))
+    description = block.get("description")
+    said = " — ".join(filter(None, [label, str(description) if description else ""]))
+    return f"[resource link {block.get('uri', '?')}{': ' + said if said else ''}]"
 
 # -- requests on a live session ----------------------------------------------------------------
 

@@ -124,3 +124,25 @@ async def test_anthropic_gets_image_blocks_inside_the_tool_results(
     assert snap[0]["text"].startswith('{"width": 1, "height": 1}\n[image: image/png')
     assert snap[1]["type"] == "image"
     assert chime == "a chime\n[audio: audio/wav, about 12 bytes]"  # no audio blocks there
+
+
+async def test_an_embedded_image_resource_travels_whole_and_a_link_says_what_it_links() -> None:
+    """A resource embedded in a result whose blob is an image (a file server's screenshot or
+    picture) reached the model as ``[resource file:///shots/one.png: image/png]``, the image
+    lost where an image block travels whole; a resource link showed its URI only, without the
+    name, title and description the server gave it."""
+    provider = MCPToolProvider("media", command=sys.executable, args=[MEDIA], trust="read_only",
+                               timeout=20)
+    toolset = await ToolSet.from_providers([provider])
+    try:
+        shot = await toolset.execute("media__screenshot", {})
+        link = await toolset.execute("media__find_report", {})
+    finally:
+        await provider.close()
+    assert shot.ok and [(m.kind, m.mime_type) for m in shot.media] == [("image", "image/png")]
+    assert base64.b64decode(shot.media[0].data).startswith(b"\x89PNG")
+    assert shot.output == "the screen\n[resource file:///shots/one.png: image/png]"
+    assert link.ok and link.output == (
+        "[resource link file:///reports/q3.pdf: Q3 report (q3.pdf, application/pdf) — "
+        "Sales of the third quarter]"
+    )

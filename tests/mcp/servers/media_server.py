@@ -7,7 +7,15 @@ import base64
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.utilities.types import Audio, Image
-from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp.types import (
+    BlobResourceContents,
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    ToolAnnotations,
+)
 
 # a 1x1 transparent PNG; big enough that the old 20k-character cut would have mattered below
 PIXEL = base64.b64decode(
@@ -42,6 +50,27 @@ def snapshot() -> CallToolResult:
 def chime() -> list[object]:
     """A short sound."""
     return ["a chime", Audio(data=b"RIFF0000WAVE", format="wav")]
+
+
+@server.tool(annotations=READ)
+def screenshot() -> CallToolResult:
+    """A screenshot embedded as a resource (image bytes in a blob), as file servers send one."""
+    blob = BlobResourceContents(uri="file:///shots/one.png", mime_type="image/png",
+                                blob=base64.b64encode(PIXEL).decode())
+    return CallToolResult(content=[
+        TextContent(type="text", text="the screen"),
+        EmbeddedResource(type="resource", resource=blob),
+    ])
+
+
+@server.tool(annotations=READ)
+def find_report() -> CallToolResult:
+    """A link to a resource, with its name and description."""
+    return CallToolResult(content=[
+        ResourceLink(type="resource_link", uri="file:///reports/q3.pdf", name="q3.pdf",
+                     title="Q3 report", description="Sales of the third quarter",
+                     mime_type="application/pdf"),
+    ])
 
 
 if __name__ == "__main__":
