@@ -16,6 +16,10 @@
 - An HTTP answer past `jianmu.mcp._transport.MAX_ANSWER_BYTES`, or compressed though we
   asked for none: the SDK logs "Error parsing JSON response" with a traceback; it becomes one
   warning naming the server (the call fails with the same words).
+- The end of a session an HTTP server no longer knew (it restarted: the client starts a new
+  one): the SDK warns "Session termination failed: 404" as it closes the old one, though
+  ``404`` is the spec's answer for a session that is gone, which is what ending it wants. It
+  is left out.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ _HTTP_LOGGER = "mcp.client.streamable_http"
 _SSE_FAILED = "Error parsing SSE message"
 _JSON_FAILED = "Error parsing JSON response"
 _NOT_READ = "the server's answer is"  # how `jianmu.mcp._transport.AnswerBounds` begins
+_GONE = "Session termination failed: 404"  # the SDK formats the status into the message
 
 
 class _OneLine(logging.Filter):
@@ -78,10 +83,13 @@ def said(record: logging.LogRecord, message: str) -> None:
 
 
 class _GivenUp(logging.Filter):
-    """Leaves out the SDK's "parse error" for an answer no request waits for any more; says
-    an answer left unread in one line."""
+    """Leaves out the SDK's "parse error" for an answer no request waits for any more, and its
+    warning for ending a session the server had forgotten; says an answer left unread in one
+    line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == _GONE:  # the session was gone already: ended, as asked
+            return False
         if record.msg == _JSON_FAILED and record.exc_info and \
                 str(record.exc_info[1]).startswith(_NOT_READ):
             server = speaking.get()
