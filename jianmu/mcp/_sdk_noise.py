@@ -20,6 +20,12 @@
   one): the SDK warns "Session termination failed: 404" as it closes the old one, though
   ``404`` is the spec's answer for a session that is gone, which is what ending it wants. It
   is left out.
+
+On the server's side (`quiet_served_noise`, for ``jianmu mcp serve --transport http``): a
+notification whose session ended as it came (a client that gave a call up and left at once)
+is logged by the SDK as "Error handling POST request" with a traceback; its session is over,
+and so is the notification's purpose. It is left out (`jianmu.mcp.server.answered_once` keeps
+the second answer the SDK then tries from failing too).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import logging
 
 from jianmu.errors import MCPLineTooLongError
 
-__all__ = ("quiet_sdk_noise", "speaking")
+__all__ = ("quiet_sdk_noise", "quiet_served_noise", "speaking")
 
 speaking: contextvars.ContextVar[str | None] = contextvars.ContextVar("speaking", default=None)
 """The name of the MCP server whose session the current task serves (the warning names it)."""
@@ -115,3 +121,30 @@ def quiet_sdk_noise() -> None:
         logger = logging.getLogger(name)
         if noise not in logger.filters:
             logger.addFilter(noise)
+
+
+_SERVER_LOGGER = "mcp.server.streamable_http"
+_POST_FAILED = "Error handling POST request"
+
+
+class _SessionOver(logging.Filter):
+    """Leaves out the SDK's failure to hand a message to a session that has ended."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != _POST_FAILED or not record.exc_info:
+            return True
+        import anyio
+
+        return not isinstance(
+            record.exc_info[1], (anyio.BrokenResourceError, anyio.ClosedResourceError)
+        )
+
+
+_served = _SessionOver()
+
+
+def quiet_served_noise() -> None:
+    """Install the filter on the SDK's streamable-HTTP server logger (once)."""
+    logger = logging.getLogger(_SERVER_LOGGER)
+    if _served not in logger.filters:
+        logger.addFilter(_served)

@@ -48,6 +48,7 @@ from jianmu.errors import MissingExtraError
 from jianmu.execution.runner import ToolRunner
 from jianmu.guard import GuardContext, GuardEnforcer, GuardLedger, ToolPolicyChecker
 from jianmu.guard.guardrails import configured_guardrails, run_guardrails, withheld
+from jianmu.mcp._sdk_noise import quiet_served_noise
 from jianmu.mcp.client import require_mcp
 from jianmu.mcp.skill_content import FileSource, PromptSource, SkillContent
 from jianmu.runtime.context import RunContext, run_constraints
@@ -72,8 +73,8 @@ if TYPE_CHECKING:
     from jianmu.tools.base import Tool
 
 __all__ = (
-    "IDLE_S", "MAX_CLIENTS", "BearerToken", "ClientRunners", "build_mcp_server", "jianmu_version",
-    "serve", "serve_sync", "served_tools",
+    "IDLE_S", "MAX_CLIENTS", "BearerToken", "ClientRunners", "answered_once", "build_mcp_server",
+    "jianmu_version", "serve", "serve_sync", "served_tools",
 )
 
 _CLIENT_ID = "jianmu-mcp-client"
@@ -418,12 +419,48 @@ async def serve(
                           resource_server_url=None),
         token_verifier=BearerToken(token),
     )
-    settings = uvicorn.Config(app, host=host, port=port, log_level="warning")
+    quiet_served_noise()
+    settings = uvicorn.Config(answered_once(app), host=host, port=port, log_level="warning")
     if listener is None:
         from jianmu._net import bind_listener
 
         listener = bind_listener(host, port)
     await uvicorn.Server(settings).serve(sockets=[listener])
+
+
+def answered_once(app: Any) -> Any:
+    """The ASGI ``app``, whose answer to a request, once complete, is its only one.
+
+    The SDK's transport answers a notification ``202`` before it hands it to the session; a
+    session that ended in between (a client that gave a call up, ``notifications/cancelled``,
+    and left at once, ``DELETE``) fails the hand-over, and the SDK answered the request again
+    (``500``) and raised: the HTTP server refused the second answer, and each such call printed
+    tracebacks though nothing was wrong. Here a message sent after the answer is complete is
+    dropped (the client has its answer), and the closed session's error after it is the end of
+    that request, not a failure. An error before any answer is raised as it comes.
+    """
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        complete = False
+
+        async def send_once(message: Any) -> None:
+            nonlocal complete
+            if complete:
+                return
+            if message.get("type") == "http.response.body" and not message.get("more_body"):
+                complete = True
+            await send(message)
+
+        try:
+            await app(scope, receive, send_once)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if not complete:
+                raise
+
+    return guarded
 
 
 @dataclass(frozen=True, repr=False)
