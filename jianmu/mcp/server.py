@@ -316,6 +316,9 @@ def build_mcp_server(
         on_get_prompt=content.get_prompt if content.prompts else None,
         on_list_resources=content.list_resources if content.folders else None,
         on_read_resource=content.read_resource if content.folders else None,
+        on_list_resource_templates=(
+            content.list_resource_templates if content.folders else None
+        ),
         get_tool_input_schema=lambda n: (
             found.parameters if (found := chosen.get(n)) is not None else None
         ),

@@ -254,6 +254,15 @@ class SkillContent:
 
         return types.ListResourcesResult(resources=await asyncio.to_thread(self._listing))
 
+    async def list_resource_templates(
+        self, _ctx: Any, _params: Any
+    ) -> types.ListResourceTemplatesResult:
+        """``resources/templates/list``: none, every file is listed (a server of resources
+        answers it: hosts ask after ``resources/list``)."""
+        import mcp.types as types
+
+        return types.ListResourceTemplatesResult(resource_templates=[])
+
     async def read_resource(self, _ctx: Any, params: Any) -> types.ReadResourceResult:
         """``resources/read``: one skill file, confined to its skill's folder."""
         import mcp.types as types

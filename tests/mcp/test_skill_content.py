@@ -144,3 +144,12 @@ async def test_without_skills_no_prompt_or_resource_capability() -> None:
         assert caps is not None and caps.prompts is None and caps.resources is None
         with pytest.raises(SDKError):
             await client.list_prompts()
+
+
+async def test_a_server_of_skill_files_answers_the_template_listing(skills_dir: Path) -> None:
+    """It declares the resources capability, whose methods include
+    ``resources/templates/list``; hosts ask it after ``resources/list``, and it was refused as
+    an unknown method (the SDK's own server answers it, with none)."""
+    async with Client(_server(skills_dir)) as client:
+        assert (await client.list_resource_templates()).resource_templates == []
+        assert (await client.list_resources()).resources
