@@ -147,7 +147,7 @@ def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
         ``structuredContent`` when the server sent it, else the content as text; wrapped in
         a `ToolOutput` with the images and audio when there are any, so that the tool
         message carries them whole (never summarised or cut, and not hidden by
-        ``structuredContent``).
+        ``structuredContent``, where a repeated image's base64 becomes its stand-in).
 
     Raises:
         ToolExecutionError: the server set ``isError``; the message is its text.
@@ -158,9 +158,26 @@ def mcp_result_value(result: MCPCallResult, *, tool: str = "mcp tool") -> Any:
     media = result.media()
     if result.structured_content is not None:
         value = result.structured_content
+        if media:  # a server may repeat its images there (server-filesystem's read_media_file)
+            value = _media_named(value, {part.data: part.describe() for part in media})
     else:
         value = result.text(media=False)  # what travels whole is left out, the rest described
     return ToolOutput(value=value, media=tuple(media)) if media else value
+
+
+def _media_named(value: Any, stand_ins: Mapping[str, str], depth: int = 0) -> Any:
+    """``value`` with each string that is the base64 of a media part the result carries whole
+    replaced by the part's stand-in: the model sees the image once, not also as its base64
+    text cut to the result limit. Past a depth no server's image sits at, left as it is."""
+    if isinstance(value, str):
+        return stand_ins.get(value, value)
+    if depth > 32:
+        return value
+    if isinstance(value, dict):
+        return {k: _media_named(v, stand_ins, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_media_named(v, stand_ins, depth + 1) for v in value]
+    return value
 
 
 MAX_DESCRIPTION = 8_000

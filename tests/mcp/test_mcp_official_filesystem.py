@@ -7,6 +7,8 @@ reached.
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +19,8 @@ from jianmu.mcp import MCPToolProvider
 from jianmu.tools.registry import ToolSet
 
 pytestmark = pytest.mark.anyio
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5"
+       "ErkJggg==")
 
 
 @pytest.fixture
@@ -55,3 +59,23 @@ async def test_lists_strict_exports_and_calls_the_official_server(
     assert "hello from the filesystem server" in str(read.output)
     outside = await filesystem.execute("fs__read_text_file", {"path": "/etc/hostname"})
     assert not outside.ok and "denied" in (outside.error or "").lower()
+
+
+async def test_a_picture_it_reads_reaches_the_model_once_as_an_image_not_as_base64_text(
+    filesystem: ToolSet, tmp_path: Path
+) -> None:
+    """``read_media_file`` answers with an image block and the same block again in its
+    ``structuredContent`` (its output schema's ``content``): the structured content, which
+    the model reads, carried the image's base64 as text, cut to the result limit, beside the
+    image that travels whole. In the text the image is its one-line stand-in."""
+    picture = base64.b64decode(PNG) + bytes(30_000)  # past the result limit as base64
+    (tmp_path / "chart.png").write_bytes(picture)
+    read = await filesystem.execute("fs__read_media_file", {"path": str(tmp_path / "chart.png")})
+    assert read.ok, read.error
+    assert [(m.kind, m.mime_type) for m in read.media] == [("image", "image/png")]
+    assert base64.b64decode(read.media[0].data) == picture
+    shown = json.dumps(read.output)
+    assert read.media[0].data[:100] not in shown, shown[:300]
+    assert read.output == {"content": [{"type": "image", "data": read.media[0].describe(),
+                                        "mimeType": "image/png"}]}
+    assert not read.truncated
