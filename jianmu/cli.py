@@ -15,6 +15,7 @@ import re
 import signal
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -409,11 +410,38 @@ def _stop_as_ctrl_c(signum: int, frame: Any) -> None:
         os.kill(os.getpid(), signal.SIGINT)
 
 
+def _say_warnings() -> None:
+    """Show Jianmu's own warnings as ``jianmu: warning: ...`` lines, others as Python does.
+
+    One raised in a run's task (an MCP server a skill connects, with a tool left out) was
+    shown naming a line of asyncio's and quoting it: nothing the user wrote, nor could fix.
+    """
+    from jianmu.errors import JianmuWarning
+
+    python_s = warnings.showwarning
+    if getattr(python_s, "jianmu", False):
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if not issubclass(category, JianmuWarning):
+            python_s(message, category, filename, lineno, file, line)
+            return
+        try:
+            print(f"jianmu: warning: {printable(str(message))}", file=file or sys.stderr)
+        except OSError:  # stderr gone: as Python's own, nowhere to say it
+            pass
+
+    show.jianmu = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``jianmu`` command; return its exit code."""
     from jianmu.errors import ConfigError, JianmuError
 
     args = build_parser().parse_args(argv)
+    _say_warnings()
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # commands that serve set theirs
         signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
     args.config = getattr(args, "config", None)
