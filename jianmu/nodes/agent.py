@@ -579,10 +579,17 @@ class Agent:
 
     def _release(self, runner: ReactiveRunner) -> None:
         """Free the shared tree once its run is over (not while it waits for a person, nor
-        while another call goes on with it: a ``resume=`` refused as already running)."""
-        if runner.root is self._shared and not runner.pending and not runner._running:
-            with self._lock:
-                self._shared_free = True
+        while another call goes on with it: a ``resume=`` refused as already running, nor
+        while its stopped tasks still clean up after a timeout)."""
+        if runner.root is not self._shared or runner.pending or runner._running:
+            return
+        cleaning = runner.ctx.cleaning
+        if cleaning:  # a timed-out run's stopped tasks still write to its state: freed after
+            for task in list(cleaning):  # (each leaves ``cleaning`` before this callback runs)
+                task.add_done_callback(lambda _task: self._release(runner))
+            return
+        with self._lock:
+            self._shared_free = True
 
     def _result(self, runner: ReactiveRunner, result: RunResult) -> AgentResult:
         fields = {name: getattr(result, name) for name in _RUN_FIELDS}

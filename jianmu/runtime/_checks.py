@@ -73,11 +73,14 @@ def check_run(max_ticks: Any, timeout: Any) -> None:
                              f"{timeout!r}")
 
 
-def tree_taken(root: Behaviour, run_id: str) -> RuntimeError:
-    """The error for a run of ``root`` while run ``run_id`` (another runner's) ticks it: both
-    would tick the same nodes, each writing to the state of whichever bound it last."""
+def tree_taken(root: Behaviour, run_id: str, *, cleaning: bool = False) -> RuntimeError:
+    """The error for a run of ``root`` while run ``run_id`` (another runner's) ticks it, or
+    its stopped tasks still clean up after it returned (``cleaning``): both would write to the
+    state of whichever run bound the nodes last."""
+    doing = (f"is still cleaning up after run {run_id} (stopped tasks its timeout's grace "
+             f"left running)" if cleaning else f"is being ticked by run {run_id}")
     return RuntimeError(
-        f"tree {root.name!r} is being ticked by run {run_id}: a tree's nodes hold one run's "
+        f"tree {root.name!r} {doing}: a tree's nodes hold one run's "
         f"progress, so one tree runs once at a time; build a tree per run (a function that "
         f"returns it), or await the other run first"
     )

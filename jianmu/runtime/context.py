@@ -586,6 +586,10 @@ class RunContext:
     """Anything a host wants nodes to reach (services, clients)."""
     cancelled_tasks: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
     """Tasks of pre-empted nodes; the runner lets them finish their ``finally`` blocks."""
+    cleaning: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
+    """Stopped tasks still in their ``finally`` blocks after `run()` returned (a timed run's
+    grace ran out): they still write to this run's state, so its tree serves no other run
+    until they end (each leaves the set as it does)."""
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list, repr=False)
     """Async callbacks the runner awaits when the run ends (not when it suspends)."""
     open_spans: dict[Any, Any] = field(default_factory=dict, repr=False)

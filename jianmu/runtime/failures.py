@@ -158,6 +158,9 @@ async def drained(ctx: RunContext, until: float | None, grace: float) -> None:
         for task in (*done, *left):
             task.add_done_callback(read_outcome)  # nobody awaits them: asyncio logs none
         if left:
+            ctx.cleaning.update(left)  # its tree is not another run's while they write
+            for task in left:
+                task.add_done_callback(ctx.cleaning.discard)
             ctx.events.emit("run.cleanup_pending", tasks=sorted(t.get_name() for t in left),
                             grace=grace)
             return

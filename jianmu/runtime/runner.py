@@ -783,10 +783,10 @@ class ReactiveRunner:
         known = _trees.get(self.root)
         owner = known() if known is not None else None
         if owner is not self:
-            if owner is not None and owner._running:
+            if owner is not None and (owner._running or owner.ctx.cleaning):  # or cleans up
                 from jianmu.runtime._checks import tree_taken
 
-                raise tree_taken(self.root, owner.run_id)
+                raise tree_taken(self.root, owner.run_id, cleaning=not owner._running)
             _trees[self.root] = weakref.ref(self)
             if self._is_set_up:
                 self._bind_tree()
