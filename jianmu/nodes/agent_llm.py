@@ -716,7 +716,11 @@ class AgentLLMNode(GuardedTurn):
             turn, calls = self._turn_of(parts, toolset, model)
             tripped = None  # sealed: judged inside the step
             if not sealed and (checks is not None or guarded_output):
-                tripped = await self._judge(turn, checks, constraints)
+                try:
+                    tripped = await self._judge(turn, checks, constraints)
+                except BaseException:  # stopped while they judged: the reply was billed
+                    self._spend(usage)
+                    raise
             answered, called = response.model or model, [c.name for c in calls]
             text = response.message.content
         update: dict[str, Any] = {
@@ -814,11 +818,15 @@ class AgentLLMNode(GuardedTurn):
                     checks.cancel()
                 raise
             turn, calls = self._turn_of(parts, toolset, model)
-            tripped = await self._judge(turn, checks, constraints)
-            if tripped is None and judge is not None and turn.values.get("done"):
-                answer = turn.values.get("final_output")  # as `AgentTool` answers its caller
-                tripped = await judge(turn.values.get("final_answer") or ""
-                                      if answer is None else answer)
+            try:
+                tripped = await self._judge(turn, checks, constraints)
+                if tripped is None and judge is not None and turn.values.get("done"):
+                    answer = turn.values.get("final_output")  # as `AgentTool` answers its caller
+                    tripped = await judge(turn.values.get("final_answer") or ""
+                                          if answer is None else answer)
+            except BaseException:  # stopped while they judged: the replies were billed
+                self._answered = parts  # counted by `_count_stopped`
+                raise
             if tripped is not None:
                 usage = self._parts_usage(parts, model)
                 return RefusedTurn.of(tripped, joined(parts).model or model, usage,
