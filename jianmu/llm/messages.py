@@ -355,20 +355,25 @@ def close_unanswered(
     recorded = recorded or {}
     out: list[Message] | None = None
     waiting: list[ToolCall] = []
+    answered: set[str | None] = set()  # a set: a turn of 10,000 calls is not 10,000 passes
     for i, m in enumerate(messages):
         if m.role == "tool":
-            waiting = [c for c in waiting if c.id != m.tool_call_id]
+            if waiting:
+                answered.add(m.tool_call_id)
             if out is not None:
                 out.append(m)
             continue
-        if waiting:
+        left = [c for c in waiting if c.id not in answered] if waiting else waiting
+        if left:
             if out is None:
                 out = list(messages[:i])
             out += [recorded.get(c.id) or Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name)
-                    for c in waiting]
+                    for c in left]
         if out is not None:
             out.append(m)
         waiting = list(m.tool_calls) if m.role == "assistant" else []
+        if answered:
+            answered = set()
     return out
 
 
@@ -390,24 +395,30 @@ def paired_turns(messages: Sequence[Message]) -> list[Message]:
         messages = [*(m for m in messages if m.role == "system"),
                     *(m for m in messages if m.role != "system")]
     out: list[Message] = []
-    waiting: list[str] = []  # the calls of the last assistant turn still without a result
+    # the ids of the last assistant turn's calls still without a result, each with how many
+    # (counted, not a list searched per result: a turn of 10,000 calls, its results in
+    # another order, was 50,000,000 comparisons on every request)
+    waiting: dict[str, int] = {}
     orphans: list[Message] = []  # results of no call there, sent after the turn's results
     results = 0  # where the last turn's results begin in ``out``
     for m in messages:
-        if m.role == "tool" and m.tool_call_id not in waiting:
+        if m.role == "tool":
+            left = waiting.get(m.tool_call_id or "")
+            if left:
+                waiting[m.tool_call_id or ""] = left - 1
+                out.append(m)
+                continue
             lead = ORPHAN_RESULT.format(tool=m.name or "a tool", id=m.tool_call_id)
             orphans.append(Message(role="user", content=f"{lead}\n{m.content or ''}",
                                    media=m.media))
-            continue
-        if m.role == "tool":
-            waiting.remove(m.tool_call_id or "")
-            out.append(m)
             continue
         out += _not_run(out, waiting)
         _in_call_order(out, results)
         out += orphans
         orphans = []
-        waiting = [c.id for c in m.tool_calls]
+        waiting = {}
+        for c in m.tool_calls:
+            waiting[c.id] = waiting.get(c.id, 0) + 1
         out.append(m)
         results = len(out)
     out += _not_run(out, waiting)
@@ -429,16 +440,17 @@ def _in_call_order(out: list[Message], start: int) -> None:
                                             key=lambda pair: pair[0])]
 
 
-def _not_run(out: list[Message], waiting: list[str]) -> list[Message]:
-    """`NOT_RUN` results of the calls in ``waiting`` (of the last assistant turn of ``out``)."""
-    if not waiting:
+def _not_run(out: list[Message], waiting: dict[str, int]) -> list[Message]:
+    """`NOT_RUN` results of the calls in ``waiting`` (of the last assistant turn of ``out``,
+    each id with how many of its calls are still without a result)."""
+    if not any(waiting.values()):
         return []
     last = next(m for m in reversed(out) if m.role == "assistant")
-    left = list(waiting)
+    left = dict(waiting)
     results = []
     for c in last.tool_calls:
-        if c.id in left:
-            left.remove(c.id)
+        if left.get(c.id):
+            left[c.id] -= 1
             results.append(Message.tool(NOT_RUN, tool_call_id=c.id, name=c.name))
     return results
 
@@ -578,15 +590,18 @@ class _CallIds:
     def __init__(self, make: Callable[[str], str]) -> None:
         self._make = make
         self._sent: set[str] = set()
+        self._suffix: dict[str, int] = {}  # an id: the suffix it got last (below: all taken)
         self._latest: dict[str, str] = {}  # a call's id: what its latest call went as
         self._open: dict[str, list[str]] = {}  # a call's id: its calls not yet answered
 
     def use(self, call_id: str) -> str:
         base = sent = self._make(call_id)
-        n = 1
-        while sent in self._sent:
-            n += 1
-            sent = self._make(f"{base}_{n}")
+        if sent in self._sent:  # from the suffix it got last: one id 10,000 times is not
+            n = self._suffix.get(base, 1)  # 50,000,000 tries
+            while sent in self._sent:
+                n += 1
+                sent = self._make(f"{base}_{n}")
+            self._suffix[base] = n
         self._sent.add(sent)
         self._latest[call_id] = sent
         self._open.setdefault(call_id, []).append(sent)
@@ -621,8 +636,11 @@ def messages_to_anthropic(
     """
     system_parts: list[str] = []
     out: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] | None = None  # the blocks of the run of tool results going on
     ids = _CallIds(_anthropic_id)
     for message in paired_turns(coerce_messages(messages)):
+        if message.role != "tool":
+            results = None
         if message.role == "system":
             if message.content and not message.content.isspace():  # a blank one is refused
                 system_parts.append(message.content)
@@ -664,16 +682,11 @@ def messages_to_anthropic(
             }
             if text.startswith("Error:"):
                 block["is_error"] = True
-            previous = out[-1] if out else None
-            if (
-                previous is not None
-                and previous["role"] == "user"
-                and isinstance(previous["content"], list)
-                and all(b.get("type") == "tool_result" for b in previous["content"])
-            ):
-                previous["content"].append(block)
+            if results is not None:  # one user message of the run's results
+                results.append(block)
             else:
-                out.append({"role": "user", "content": [block]})
+                results = [block]
+                out.append({"role": "user", "content": results})
     system = "\n\n".join(system_parts) if system_parts else None
     return system, out
 
