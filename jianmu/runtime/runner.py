@@ -130,14 +130,12 @@ class RunResult:
 
 _P = ParamSpec("_P")
 
-
 _trees: weakref.WeakKeyDictionary[Behaviour, weakref.ref[ReactiveRunner]] = (
     weakref.WeakKeyDictionary())  # each tree's root and the runner whose run last ticked it
 _set_up: weakref.WeakSet[Behaviour] = weakref.WeakSet()  # the roots a runner has set up
 _NO_SPAN = nullcontext()
 """The span of a run that records none (one for all: a `nullcontext` keeps nothing)."""
 _NO_ROLES: frozenset[str] = frozenset()
-
 
 # The loop of `run_sync`: one per thread, kept across its calls (a provider's kept-alive
 # connections with it), shut down as ``asyncio.run`` would when the thread ends or the
@@ -170,8 +168,10 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     """This thread's loop for synchronous callers, made on first use (again after a fork)."""
     holder: _Holder | None = getattr(_local, "holder", None)
     if holder is not None and holder.pid == os.getpid() and not holder.loop.is_closed():
-        return holder.loop
-    if holder is not None and holder.pid != os.getpid():
+        if not holder.loop.is_running():  # else a thread resumes a run begun here, in it:
+            return holder.loop  # this thread's new runs get a loop of their own, the lent
+        _local.lent = [*getattr(_local, "lent", ()), holder]  # one kept till the thread ends
+    elif holder is not None and holder.pid != os.getpid():
         _inherited.append(holder.loop)
     holder = _local.holder = _Holder()
     return holder.loop
