@@ -83,3 +83,24 @@ def test_a_turn_of_many_calls_costs_work_in_proportion(
     small = lines(lambda: convert(history(300, **kinds)))
     large = lines(lambda: convert(history(1_200, **kinds)))
     assert large < 6 * small, (small, large)  # four times the calls: 16 times, squared
+
+
+def test_a_turn_of_many_agents_sdk_calls_is_joined_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Agents SDK's items give one ``function_call`` per call: joined to their turn once,
+    not copied with all the calls before it at each (a list built per call, in C: counted as
+    the copies made)."""
+    from jianmu.llm.responses_items import from_responses_items
+
+    copies: list[int] = []
+    copy = Message.model_copy
+
+    def counted(self: Message, *args: Any, **kwargs: Any) -> Message:
+        copies.append(len((kwargs.get("update") or {}).get("tool_calls") or ()))
+        return copy(self, *args, **kwargs)
+
+    monkeypatch.setattr(Message, "model_copy", counted)
+    items = [{"type": "function_call", "call_id": f"c{i}", "name": "look", "arguments": "{}"}
+             for i in range(1_000)]
+    [turn] = from_responses_items(items)
+    assert [c.id for c in turn.tool_calls] == [f"c{i}" for i in range(1_000)]
+    assert sum(copies) <= 1_000
