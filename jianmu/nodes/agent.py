@@ -38,7 +38,7 @@ from jianmu.nodes.state import AgentState
 from jianmu.runtime._checks import check_run
 from jianmu.runtime.context import user_role_names
 from jianmu.runtime.events import Event
-from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus
+from jianmu.runtime.runner import ReactiveRunner, RunResult, RunStatus, _trees
 from jianmu.runtime.stream import EventStream, on_drop
 from jianmu.state import StateManager
 from jianmu.tools.calls import is_tool_name
@@ -570,26 +570,20 @@ class Agent:
 
     def _take(self) -> ReActLoop:
         """The shared tree when it is free; a fresh one while another run holds it (runs at
-        once, or one waiting for a person)."""
+        once, one waiting for a person, an ended run's runner that goes on with it, a
+        timed-out one whose stopped tasks still clean up)."""
         with self._lock:
-            if self._shared_free:
+            if self._shared_free and not _in_use(self._shared):
                 self._shared_free = False
                 return self._shared
         return self.as_node()
 
     def _release(self, runner: ReactiveRunner) -> None:
         """Free the shared tree once its run is over (not while it waits for a person, nor
-        while another call goes on with it: a ``resume=`` refused as already running, nor
-        while its stopped tasks still clean up after a timeout)."""
-        if runner.root is not self._shared or runner.pending or runner._running:
-            return
-        cleaning = runner.ctx.cleaning
-        if cleaning:  # a timed-out run's stopped tasks still write to its state: freed after
-            for task in list(cleaning):  # (each leaves ``cleaning`` before this callback runs)
-                task.add_done_callback(lambda _task: self._release(runner))
-            return
-        with self._lock:
-            self._shared_free = True
+        while another call goes on with it: a ``resume=`` refused as already running)."""
+        if runner.root is self._shared and not runner.pending and not runner._running:
+            with self._lock:
+                self._shared_free = True
 
     def _result(self, runner: ReactiveRunner, result: RunResult) -> AgentResult:
         fields = {name: getattr(result, name) for name in _RUN_FIELDS}
@@ -609,6 +603,15 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"<Agent {self.name!r} tools={len(self._tools)}>"
+
+
+def _in_use(root: ReActLoop) -> bool:
+    """Whether a runner still works on ``root``: the last to run it runs it again (a result's
+    ``runner.send(...)`` and ``run()``, a conversation going on), or its stopped tasks still
+    clean up after its timeout, writing to its state (`RunContext.cleaning`)."""
+    known = _trees.get(root)
+    owner = known() if known is not None else None
+    return owner is not None and (owner._running or bool(owner.ctx.cleaning))
 
 
 def _stop_streamed(streaming: list[ReactiveRunner]) -> None:

@@ -1,14 +1,20 @@
-"""Red team, a timed-out run whose stopped call is still cleaning up when `run()` returns (the
-``runtime.cleanup_grace`` ran out): its tree must serve no other run until that cleanup ends.
+"""Red team, the tree an `Agent` shares between its runs one after another: it must serve a
+new run only once no runner works on it any more.
 
-Fixed here: `Agent` freed its shared tree as soon as the timed-out run returned, and the next
-run (another user's, on a web server's module-level agent) took it and bound its nodes to its
-own state. When the first run's payment ended its cleanup, the executor recorded it as maybe
-done in the second run's state and on its event bus: the first run lost the record, so
+Fixed here, a timed-out run whose stopped call is still cleaning up when `run()` returns (the
+``runtime.cleanup_grace`` ran out): `Agent` freed its shared tree as soon as the run returned,
+and the next run (another user's, on a web server's module-level agent) took it and bound its
+nodes to its own state. When the first run's payment ended its cleanup, the executor recorded it
+as maybe done in the second run's state and on its event bus: the first run lost the record, so
 running it again paid a second time, and the second run held a call it never made. A plain
 `ReactiveRunner` over the same tree did the same. The runner now keeps such tasks
 (`RunContext.cleaning`) and refuses to bind the tree to another run until they end; `Agent`
-gives the next runs a fresh tree meanwhile, and frees the shared one when they have ended.
+gives the next runs a fresh tree meanwhile.
+
+Fixed here too, a conversation going on through an ended run's runner
+(``result.runner.send(...)``, then ``run()``): that run binds the shared tree again, which `Agent`
+took for free, so another user's ``agent.run()`` meanwhile failed with "tree ... is being
+ticked by run ...". `Agent` now asks whether a runner works on the tree before it hands it out.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import pytest
 
 from jianmu import Agent, ReactiveRunner, RunStatus, ScriptedLLM, StateManager, tool
 from jianmu.config import AppConfig
+from jianmu.llm.provider import ChatRequest, LLMResponse
 from jianmu.nodes import AgentState, create_react_node
 
 pytestmark = pytest.mark.anyio
@@ -113,3 +120,32 @@ async def test_another_runner_over_the_tree_is_refused_while_the_cleanup_runs() 
     assert (await second.run()).status is RunStatus.SUCCESS
     assert "first_call" in (first.state.get("completed_call_ids") or ())
     assert "first_call" not in (second.state.get("completed_call_ids") or ())
+
+
+class Slow(ScriptedLLM):
+    """A scripted model that holds its answer to ``"slow"`` until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__([lambda m: f"answer {m[-1].content}"] * 10)
+        self.asked, self.gate = asyncio.Event(), asyncio.Event()
+
+    async def send(self, request: ChatRequest) -> LLMResponse:
+        if request.messages[-1].content == "slow":
+            self.asked.set()
+            await self.gate.wait()
+        return await super().send(request)
+
+
+async def test_a_conversation_going_on_through_a_results_runner_leaves_others_their_runs() -> None:
+    llm = Slow()
+    agent = Agent(llm)
+    first = await agent.run("hi")
+    first.runner.send("slow")  # the chat goes on with the run's own runner
+    going_on = asyncio.create_task(first.runner.run())
+    await llm.asked.wait()
+    try:
+        other = await agent.run("another user")
+    finally:
+        llm.gate.set()
+    assert (other.status, other.output) == (RunStatus.SUCCESS, "answer another user")
+    assert (await going_on).messages[-1].content == "answer slow"
