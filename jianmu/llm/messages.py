@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from jianmu._json import finite
+from jianmu._json import MAX_ARGUMENT_NESTING, finite, nests_within
 from jianmu.tools.calls import MediaPart, ToolCall, ToolResult, sent_tool_name
 
 __all__ = (
@@ -138,6 +138,16 @@ class Message(BaseModel):
     def _content_parts(cls, value: Any) -> Any:
         if isinstance(value, (list, tuple)):
             return _join_text_parts(value, "Message.content")
+        return value
+
+    @field_validator("reasoning")
+    @classmethod
+    def _bounded_reasoning(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # a history's turn (a client's to send) may hold anything here: the run's records (a
+        # checkpoint, the request sent back) are written by walks that stop at a fixed depth
+        if value and not nests_within(value, MAX_ARGUMENT_NESTING):
+            raise ValueError(f"nested deeper than {MAX_ARGUMENT_NESTING} levels (a "
+                             "provider's reasoning blocks are a few levels deep)")
         return value
 
     @field_validator("tool_calls", mode="before")

@@ -7,11 +7,13 @@ calls of the run are checked and asked for as ever, also under the ids the histo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jianmu import Agent, RunStatus, ScriptedLLM, tool
+from jianmu.runtime.checkpoint import SQLiteCheckpointer
 
 pytestmark = pytest.mark.anyio
 
@@ -68,3 +70,26 @@ async def test_the_models_call_under_a_history_calls_id_is_asked_for_as_ever() -
     result.reject(message="no")
     assert (await agent.run(resume=result)).status is RunStatus.SUCCESS
     assert paid == []
+
+
+async def test_a_turns_reasoning_nested_past_the_records_walks_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """Fixed: a history's turn whose ``reasoning`` nested 10,000 deep was taken, and the run's
+    first checkpoint raised a serializer's error out of ``run()``; it is refused where it is
+    given, naming the item, as deep tool-call arguments are bounded."""
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(10_000):
+        node["d"] = node = {}
+    pay, _ = bank()
+    agent = Agent(ScriptedLLM(["Nothing to do."]), tools=[pay],
+                  checkpointer=SQLiteCheckpointer(tmp_path / "runs.db"))
+    history = [{"role": "assistant", "content": "Thinking.",
+                "reasoning": [{"type": "thinking", "thinking": "...", "extra": deep}]}]
+    with pytest.raises(ValueError, match=r"history\[0\] is not a chat message: reasoning: "
+                                         r"nested deeper than 128 levels"):
+        await agent.run("go on", history=history)
+    shallow = [{"role": "assistant", "content": "Thinking.",
+                "reasoning": [{"type": "thinking", "thinking": "...", "signature": "s"}]}]
+    assert (await agent.run("go on", history=shallow)).status is RunStatus.SUCCESS
