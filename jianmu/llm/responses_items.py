@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from jianmu.llm.messages import Message
 from jianmu.tools.calls import ToolCall
 
@@ -36,13 +38,13 @@ def from_responses_items(items: Iterable[Any]) -> list[Any]:
     # an assistant message's place: the calls joined to it, made one message at the end (a
     # copy per call was the square of a turn's calls: 64,000 items, seconds of the loop)
     joined: dict[int, list[ToolCall]] = {}
-    for item in items:
+    for place, item in enumerate(items):
         kind = item.get("type") if isinstance(item, Mapping) else None
         if kind is None or (kind == "message" and not set(item) <= _MESSAGE_KEYS):
             out.append(item)  # a Message, or a chat dict: the state validates it
         elif kind == "message":
-            out.append(Message.from_openai({"role": item.get("role"),
-                                            "content": item.get("content")}))
+            out.append(_message({"role": item.get("role"), "content": item.get("content")},
+                                place, kind))
         elif kind == "function_call":
             call = ToolCall.from_dict({"name": item.get("name"), "call_id": item.get("call_id"),
                                        "arguments": item.get("arguments")})
@@ -53,8 +55,8 @@ def from_responses_items(items: Iterable[Any]) -> list[Any]:
                 out.append(Message.assistant(tool_calls=[call]))
         elif kind == "function_call_output":
             # text, or a list of parts (its images move to media, as a chat message's do)
-            out.append(Message.model_validate({"role": "tool", "content": item.get("output"),
-                                               "tool_call_id": str(item.get("call_id"))}))
+            out.append(_message({"role": "tool", "content": item.get("output"),
+                                 "tool_call_id": str(item.get("call_id"))}, place, kind))
         elif kind not in _SKIPPED:
             raise ValueError(
                 f"history item of type {kind!r} (an OpenAI Responses API item) has no chat "
@@ -64,3 +66,17 @@ def from_responses_items(items: Iterable[Any]) -> list[Any]:
     for place, calls in joined.items():
         out[place] = out[place].model_copy(update={"tool_calls": calls})
     return out
+
+
+def _message(fields: dict[str, Any], place: int, kind: str) -> Message:
+    """The message of the item at ``place``, or a ValueError naming it (pydantic's own error
+    named neither the item nor where it was)."""
+    try:
+        return Message.model_validate(fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(map(str, error["loc"]))
+        raise ValueError(
+            f"history[{place}] (a Responses API {kind!r} item) is not a chat message: "
+            f"{field + ': ' if field else ''}{error['msg'].removeprefix('Value error, ')}"
+        ) from None

@@ -344,6 +344,12 @@ def test_a_working_guardrail_still_checks_every_run() -> None:
       {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "weather",
                                          "input": {"city": "Oslo"}}]}],
      ValueError, r"history\[1\] is not a chat message.*messages_from_anthropic"),
+    # the Agents SDK's items: named too (pydantic's own error named neither item nor place)
+    ([Message.user("a"), {"type": "message", "role": "user", "content": {"text": "x"}}],
+     ValueError, r"history\[1\] \(a Responses API 'message' item\) is not a chat message: "
+                 r"content: Input should be a valid string"),
+    ([{"type": "function_call_output", "call_id": "c1", "output": 5}], ValueError,
+     r"history\[0\] \(a Responses API 'function_call_output' item\) is not a chat message"),
 ])
 def test_a_malformed_history_is_refused_naming_the_item(
     history: Any, error: type[Exception], said: str,
