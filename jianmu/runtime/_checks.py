@@ -82,5 +82,6 @@ def tree_taken(root: Behaviour, run_id: str, *, cleaning: bool = False) -> Runti
     return RuntimeError(
         f"tree {root.name!r} {doing}: a tree's nodes hold one run's "
         f"progress, so one tree runs once at a time; build a tree per run (a function that "
-        f"returns it), or await the other run first"
+        f"returns it), or " + ("let that cleanup end first" if cleaning
+                               else "await the other run first")
     )
