@@ -106,6 +106,29 @@ async def test_the_count_form_and_keep_first_user_off() -> None:
     assert sent == [stored[0], stored[-1]]  # the first user, then what fits whole
 
 
+def test_the_offline_estimate_counts_cjk_emoji_and_odd_text_near_a_real_tokenizer() -> None:
+    # a byte-level tokenizer (cl100k, o200k, Claude's) spends about a token per CJK
+    # character and one or more per emoji: a token per four characters let a Chinese
+    # history through trim_history(max_tokens=N) four times over
+    chinese = "我们明天在北京开会讨论项目的进展情况" * 50  # 900 characters
+    assert estimate_message_tokens(Message.user(chinese)) >= len(chinese)
+    emoji = "😀👍🎉" * 100
+    assert estimate_message_tokens(Message.user(emoji)) >= len(emoji)
+    mixed = "Meet at 会议室 tomorrow 🙂"
+    assert estimate_message_tokens(Message.user(mixed)) > estimate_message_tokens(
+        Message.user("Meet at xyz tomorrow x"))
+    # English stays a token per four characters; no text is free, nothing odd raises
+    assert estimate_message_tokens(Message.user("x" * 400)) == 100 + 4
+    assert estimate_message_tokens(Message.user("a")) == 1 + 4
+    assert estimate_message_tokens(Message.user("\ud800 lone")) > 4
+    assert estimate_message_tokens(Message.user("QUJD" * 50_000)) == 50_000 + 4  # base64
+    # trimmed to a budget, a Chinese history sends about what the budget says, not 4x it
+    turns = [Message.user(chinese[:100]) if i % 2 == 0 else Message.assistant(chinese[:100])
+             for i in range(40)]
+    sent = trim_history(max_tokens=1_000, keep_first_user=False).trim(turns)
+    assert sum(len(m.content or "") for m in sent) <= 1_000
+
+
 def test_a_counter_can_be_plugged_in() -> None:
     counter = token_counter(str.split)  # a "tokenizer": words
     assert counter(Message.user("one two three")) == 3 + 4
