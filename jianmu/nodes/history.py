@@ -474,8 +474,8 @@ def trim_history(
 
     Token counting: ``counter`` when given (`token_counter` makes one from a tokenizer such as
     a ``tiktoken`` encoding), else `estimate_message_tokens`, an offline estimate of a token
-    per four characters of English, one or more per CJK character or emoji (``tiktoken`` would download its encodings; no provider here offers
-    an offline count).
+    per four characters of English, one or more per CJK character or emoji (``tiktoken``
+    would download its encodings; no provider here offers an offline count).
 
     Args:
         max_tokens: the most tokens of history sent.
