@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
@@ -519,6 +520,24 @@ def _mark(message: Message) -> str:
     return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
+_REMEMBERED = 64
+"""Summaries a `SummarizeHistory` keeps beside the state's (`_recall`), the newest."""
+
+
+def _digest(messages: Sequence[Message], at: Iterable[int]) -> dict[int, str]:
+    """A digest of the first ``k`` of ``messages`` for each ``k`` in ``at``: equal only for
+    the same messages, so a summary is never served to another conversation."""
+    wanted = set(at)
+    whole = hashlib.sha256()
+    out = {0: whole.hexdigest()} if 0 in wanted else {}
+    for k, message in enumerate(messages, 1):
+        text = f"{message.role}\x00{message.tool_call_id or ''}\x00{message_text(message)}"
+        whole.update(hashlib.sha256(text.encode("utf-8", "replace")).digest())
+        if k in wanted:
+            out[k] = whole.hexdigest()
+    return out
+
+
 def _transcript(messages: Sequence[Message]) -> str:
     """The messages as lines for the summarizer: a turn starts a line with its role, and
     every further line of it is indented, so no text inside one (a tool result, a web page)
@@ -565,12 +584,17 @@ class SummarizeHistory(HistoryProcessor):
         self.prompt = prompt
         self.key = key
         self.count = _Counts(counter or estimate_message_tokens)
-        self._kept: HistorySummary | None = None  # when called without a run
+        # the summaries it made, by a digest of the messages each covers: a run whose state
+        # holds none (`Agent.run(history=result.messages)`, a new runner per request, a call
+        # without a run) is served the one made for the same start of its conversation,
+        # rather than a new summary of the whole history on every run
+        self._made: dict[str, HistorySummary] = {}
+        self._lock = threading.Lock()
 
     # -- where the summary lives ---------------------------------------------------------------
     def _load(self, run: HistoryContext | None) -> HistorySummary | None:
         if run is None:
-            return self._kept
+            return None
         found = (run.state.get("history_summaries") or {}).get(self.key)
         if found is None or isinstance(found, HistorySummary):
             return found
@@ -578,11 +602,32 @@ class SummarizeHistory(HistoryProcessor):
 
     def _store(self, run: HistoryContext | None, summary: HistorySummary) -> None:
         if run is None:
-            self._kept = summary
             return
         kept = dict(run.state.get("history_summaries") or {})
         kept[self.key] = summary
         run.state.replace({"history_summaries": kept})
+
+    def _remember(self, summary: HistorySummary, covered: Sequence[Message]) -> None:
+        with self._lock:
+            made = self._made
+            made[_digest(covered, (len(covered),))[len(covered)]] = summary
+            while len(made) > _REMEMBERED:  # the oldest first
+                del made[next(iter(made))]
+
+    def _recall(self, messages: Sequence[Message], head: int) -> HistorySummary | None:
+        """The newest summary it made that covers the start of ``messages`` exactly."""
+        with self._lock:
+            made = list(self._made.items())
+        n = len(messages)
+        # a cheap test first (the last covered message's mark), the whole digest after
+        found = [(key, s) for key, s in made
+                 if 0 < s.upto <= n - head and s.mark == _mark(messages[head + s.upto - 1])]
+        if not found:
+            return None
+        digests = _digest(messages[head:head + max(s.upto for _, s in found)],
+                          {s.upto for _, s in found})
+        fitting = [s for key, s in found if digests.get(s.upto) == key]
+        return max(fitting, key=lambda s: s.upto, default=None)
 
     # -- the processor -------------------------------------------------------------------------
     async def process(
@@ -594,6 +639,10 @@ class SummarizeHistory(HistoryProcessor):
         summary = self._load(run)
         if summary is not None and not self._fits(messages, head, summary):
             summary = None  # another conversation (or a shorter one) than it was made for
+        if summary is None and self._made:
+            summary = self._recall(messages, head)
+            if summary is not None:
+                self._store(run, summary)
         start = head + (summary.upto if summary is not None else 0)
         count = self.count
         lead = [] if summary is None else [self._message(summary)]
@@ -610,6 +659,7 @@ class SummarizeHistory(HistoryProcessor):
         summary = await self._summarize(summary, messages[start:cut], cut - head,
                                         messages[cut - 1], run)
         self._store(run, summary)
+        self._remember(summary, messages[head:cut])
         return [*messages[:head], self._message(summary), *messages[cut:n]]
 
     def _fits(self, messages: Sequence[Message], head: int, summary: HistorySummary) -> bool:
@@ -669,12 +719,14 @@ def summarize_history(
 
     The summary is kept in the state (``history_summaries[key]``) with how many stored
     messages it covers, so it is made once per overflow and reused on the turns after; the
-    next overflow folds the old summary and the newer turns into a new one. Its model call
-    counts against the run's token budget, and is a span (``summarize_history <model>``) and
-    an event (``history.summarized``). The last turns are kept whole (a tool call with its
-    results). Place it before other processors: it keys the summary on positions in the stored
-    conversation. Tokens are counted as in `trim_history` (``counter``, else the offline
-    estimate).
+    next overflow folds the old summary and the newer turns into a new one. The processor
+    keeps its last summaries as well, for a run whose state holds none (a conversation
+    continued by ``Agent.run(history=...)``), served only when the conversation starts with
+    the very messages one covers. Its model call counts against the run's token budget, and
+    is a span (``summarize_history <model>``) and an event (``history.summarized``). The last
+    turns are kept whole (a tool call with its results). Place it before other processors: it
+    keys the summary on positions in the stored conversation. Tokens are counted as in
+    `trim_history` (``counter``, else the offline estimate).
 
     Args:
         llm: the model that writes the summary (a cheap one will do).

@@ -320,6 +320,32 @@ def test_the_summary_is_reused_after_a_restore(tmp_path: Path) -> None:
     assert answered[0].content == "Summary of the conversation so far:\nS1: counting."
 
 
+def test_a_conversation_continued_by_agent_history_is_not_summarized_anew_each_run() -> None:
+    from jianmu import Agent
+
+    # each Agent.run starts a fresh state: the summary kept there was lost, and every run
+    # summarized the whole older history again (a model call per run, its prompt growing
+    # with the conversation until the summarizer's own context overflowed)
+    summarizer = ScriptedLLM([f"S{i}: counting." for i in range(40)])
+    processor = summarize_history(summarizer, max_tokens=60, keep_last=2)
+    agent = Agent(ScriptedLLM([f"Answer {i}." for i in range(40)]),
+                  history_processors=[processor])
+    history: Sequence[Message] | None = None
+    for turn in range(20):
+        result = agent.run_sync(f"question number {turn} with some words", history=history)
+        assert result.ok, result.error
+        history = result.messages
+    assert len(history or ()) == 40
+    assert len(summarizer.requests) <= 10  # once per overflow, not once per run
+    # each summary folds the last one and the turns since, not the whole conversation
+    transcripts = [len(r.messages[1].content or "") for r in summarizer.requests]
+    assert max(transcripts) < 3 * transcripts[0]
+    # what is sent still covers the conversation: the summary, then the newest turns
+    sent = agent.llm.requests[-1].messages  # type: ignore[union-attr]
+    assert (sent[0].content or "").startswith("Summary of the conversation so far:\nS")
+    assert sent[-1].content == "question number 19 with some words"
+
+
 def test_summarize_then_trim_compose() -> None:
     summarizer = ScriptedLLM(["S: counting."])
     llm = ScriptedLLM([f"reply {i} " + "z" * 40 for i in range(8)])
