@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from jianmu.errors import HistoryProcessorError
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import LLMProvider, LLMResponse, Usage
+from jianmu.nodes._media_tokens import media_tokens
 from jianmu.runtime.events import chat_attributes, record_answer, span
 
 if TYPE_CHECKING:
@@ -61,8 +62,6 @@ TokenCounter = Callable[[Message], int]
 
 _PER_MESSAGE = 4
 """Tokens a message costs beyond its text (role and separators), as in OpenAI's accounting."""
-_PER_MEDIA = 85
-"""Tokens counted for each image or audio part (a low-detail image's cost at OpenAI)."""
 
 
 def message_text(message: Message) -> str:
@@ -72,6 +71,11 @@ def message_text(message: Message) -> str:
         parts.append(message.name)
     parts.extend(call.name + call.arguments_json() for call in message.tool_calls)
     return "".join(parts)
+
+
+def _media(message: Message) -> int:
+    """Tokens of a message's images and audio (`media_tokens`: by each image's size)."""
+    return sum(map(media_tokens, message.media)) if message.media else 0
 
 
 def _text_tokens(text: str) -> int:
@@ -98,7 +102,7 @@ def estimate_message_tokens(message: Message) -> int:
     much for CJK text or emoji.
     """
     return (_text_tokens(message_text(message)) + _PER_MESSAGE
-            + _PER_MEDIA * len(message.media))
+            + _media(message))
 
 
 def counts_prompt(usage: Usage) -> bool:
@@ -131,7 +135,7 @@ def token_counter(encode: Callable[[str], Sequence[Any]]) -> TokenCounter:
     """A `TokenCounter` from a text tokenizer, e.g. ``token_counter(tiktoken_encoding.encode)``."""
 
     def count(message: Message) -> int:
-        return len(encode(message_text(message))) + _PER_MESSAGE + _PER_MEDIA * len(message.media)
+        return len(encode(message_text(message))) + _PER_MESSAGE + _media(message)
 
     return count
 

@@ -129,6 +129,37 @@ def test_the_offline_estimate_counts_cjk_emoji_and_odd_text_near_a_real_tokenize
     assert sum(len(m.content or "") for m in sent) <= 1_000
 
 
+def _png(width: int, height: int) -> str:
+    """A PNG's first bytes, its size in the header, as base64."""
+    import base64
+    import struct
+    import zlib
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = struct.pack(">I", 13) + b"IHDR" + header + struct.pack(">I", zlib.crc32(
+        b"IHDR" + header))
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk + bytes(64)).decode()
+
+
+def test_a_screenshot_counts_what_a_model_charges_for_it_not_a_flat_85() -> None:
+    from jianmu.tools.calls import MediaPart
+
+    # Claude charges about 1,600 tokens for a 1920x1080 screenshot, GPT-4o about 1,100:
+    # counted 85 each, a history of screenshots went through a budget many times over
+    shot = MediaPart(kind="image", mime_type="image/png", data=_png(1920, 1080))
+    message = Message.tool("the screen", tool_call_id="c1", media=[shot])
+    assert estimate_message_tokens(message) >= 1_500
+    icon = MediaPart(kind="image", mime_type="image/png", data=_png(32, 32))
+    assert 85 <= estimate_message_tokens(Message(role="user", content="x", media=[icon])) < 400
+    assert token_counter(str.split)(message) >= 1_500  # a plugged text counter too
+    turns: list[Message] = [Message.user("watch the screen")]
+    for i in range(30):
+        turns += [call(i, "s"), Message.tool("shot", tool_call_id=f"c{i}_s", media=[shot])]
+    turns.append(Message.assistant("seen"))
+    sent = trim_history(max_tokens=8_000).trim(turns)
+    assert 1 <= sum(len(m.media) for m in sent) <= 5 and pairs_whole(sent)
+
+
 def test_a_counter_can_be_plugged_in() -> None:
     counter = token_counter(str.split)  # a "tokenizer": words
     assert counter(Message.user("one two three")) == 3 + 4
