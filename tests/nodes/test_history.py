@@ -118,10 +118,13 @@ def test_the_offline_estimate_counts_cjk_emoji_and_odd_text_near_a_real_tokenize
     assert estimate_message_tokens(Message.user(mixed)) > estimate_message_tokens(
         Message.user("Meet at xyz tomorrow x"))
     # English stays a token per four characters; no text is free, nothing odd raises
-    assert estimate_message_tokens(Message.user("x" * 400)) == 100 + 4
+    assert estimate_message_tokens(Message.user("abc " * 100)) == 100 + 4
     assert estimate_message_tokens(Message.user("a")) == 1 + 4
     assert estimate_message_tokens(Message.user("\ud800 lone")) > 4
-    assert estimate_message_tokens(Message.user("QUJD" * 50_000)) == 50_000 + 4  # base64
+    # base64, hex and minified JSON split finer than prose: a token per three characters
+    blob = "iVBORw0KGgoAAAANSUhEUgAAB4AAAAQ4CAIAAABnsVYU" * 4_000
+    assert estimate_message_tokens(Message.user(blob)) >= len(blob) // 3
+    assert estimate_message_tokens(Message.user("word " * 1_000)) == 1_250 + 4  # prose
     # trimmed to a budget, a Chinese history sends about what the budget says, not 4x it
     turns = [Message.user(chinese[:100]) if i % 2 == 0 else Message.assistant(chinese[:100])
              for i in range(40)]
