@@ -44,6 +44,7 @@ JianmuError
 ├── LLMError(RuntimeError)               the model provider failed
 │   ├── LLMTransientError                a retryable provider failure (429, 5xx, reset)
 │   │   └── FallbackFailedError          every model of a FallbackLLM failed so
+│   ├── ContextTooLongError              the request was longer than the model's context
 │   ├── OutputTruncatedError             the answer stayed cut off at the token limit (text kept)
 │   └── ContentFilterError               a content filter stopped the answer before it said anything
 ├── SkillLoadError(ValueError)           a broken SKILL.md or tree.py, file/line/field named
@@ -74,6 +75,7 @@ __all__ = (
     "CheckpointError",
     "ConfigError",
     "ContentFilterError",
+    "ContextTooLongError",
     "DamagedRowError",
     "DurableDatabaseError",
     "DurableError",
@@ -437,6 +439,13 @@ class LLMError(JianmuError, RuntimeError):
 
 class LLMTransientError(LLMError):
     """A provider failure worth retrying: rate limit, server error, connection reset."""
+
+
+class ContextTooLongError(LLMError):
+    """The server refused the request as longer than the model's context window (HTTP 400
+    "maximum context length", "prompt is too long"; 413): nothing was answered, and asking
+    again would be refused again. Shorten what is sent (``history=[trim_history(...)]``, or
+    the conversation itself) and run again: the run's messages are all kept."""
 
 
 class OutputTruncatedError(LLMError):

@@ -28,16 +28,17 @@ import functools
 import importlib
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NamedTuple, TypeVar
 
-from jianmu.errors import LLMTransientError
+from jianmu.errors import ContextTooLongError, LLMTransientError
 from jianmu.llm.in_flight import request_answered, request_sent, request_starts
 
 __all__ = ("Refusal", "broke_off", "drained", "http_client", "last_event_kept", "read_ahead",
            "read_failed", "refused_unread", "resent_once", "silent", "timed_out", "told",
-           "unanswered")
+           "too_long", "unanswered")
 
 _T = TypeVar("_T")
 _ANSWERED = "jianmu.answered"  # a success status came: answered, and billed
@@ -204,6 +205,25 @@ def unanswered(exc: BaseException) -> bool:
     return any(type(error).__name__ in _BROKEN and _transport(error)
                for error in _chain(exc)) and not (
         _noted(exc, _HEARD) or _noted(exc, _FRESH))
+
+
+# How servers say a request is longer than the model's context: OpenAI's
+# context_length_exceeded ("maximum context length"), vLLM's and OpenRouter's too, Anthropic's
+# "prompt is too long", llama.cpp's "exceeds the available context size"
+_TOO_LONG = re.compile(r"context[_ ]length|maximum context|context (?:size|window)|"
+                       r"prompt is too long|too many (?:input )?tokens", re.IGNORECASE)
+
+
+def too_long(status: int, said: str, text: str) -> ContextTooLongError | None:
+    """The error of an error ``status`` whose message ``said`` the request was longer than the
+    model's context (or a 413: too large), its text ``text`` and what to do; else None."""
+    if status != 413 and not (status == 400 and _TOO_LONG.search(said)):
+        return None
+    error = ContextTooLongError(
+        f"{text}; the conversation is longer than the model's context: send less "
+        "(history=[trim_history(max_tokens=...)]) and run again")
+    error.status_code = status
+    return error
 
 
 class Refusal(NamedTuple):

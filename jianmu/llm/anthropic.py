@@ -27,6 +27,7 @@ from jianmu.llm._http import (
     silent,
     timed_out,
     told,
+    too_long,
 )
 from jianmu.llm._pairs import PairedText, paired
 from jianmu.llm._paused import MAX_PAUSES, RawBlocks, blocks_of, continued, joined
@@ -404,7 +405,8 @@ class AnthropicProvider(SDKProvider):
             if status in TRANSIENT_STATUSES or status >= 500 or kind in _TRANSIENT_TYPES:
                 error: LLMError = LLMTransientError(text + tries)
             else:
-                error = LLMError(text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, ""))
+                error = too_long(status, said, text) or LLMError(
+                    text + _tool_hint(text, tools) + _STATUS_HINTS.get(status, ""))
             if not midstream:  # an error event in a stream came with the stream's 200
                 error.status_code = status
             return error

@@ -31,6 +31,7 @@ from jianmu.llm._http import (
     silent,
     timed_out,
     told,
+    too_long,
     unanswered,
 )
 from jianmu.llm._pairs import PairedText, paired
@@ -303,8 +304,8 @@ class OpenAIProvider(SDKProvider):
             error = LLMTransientError(text)
             error.retry_after = _retry_after(headers)  # type: ignore[attr-defined]
         else:
-            error = LLMError(text + _STATUS_HINTS.get(status, "") + _unversioned_hint(
-                status, self.base_url))
+            error = too_long(status, said, text) or LLMError(
+                text + _STATUS_HINTS.get(status, "") + _unversioned_hint(status, self.base_url))
         error.status_code = status
         return error
 

@@ -76,3 +76,30 @@ def test_a_provider_of_ones_own_gives_the_status_as_it_raises() -> None:
     assert Agent(llm).run_sync("Hi").output == "Hello."
     failed = Agent(FallbackLLM([Down([], model="a"), Down([], model="b")])).run_sync("Hi")
     assert [e.status_code for e in failed.exception.failures] == [503, 503]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+@pytest.mark.parametrize(("status", "said", "too_long"), [
+    (400, "This model's maximum context length is 32768 tokens. However, you requested 40000 "
+          "tokens (39000 in the messages, 1000 in the completion).", True),  # vLLM
+    (400, "prompt is too long: 210443 tokens > 200000 maximum", True),  # Anthropic
+    (400, "the request exceeds the available context size, try increasing it", True),  # llama
+    (413, "Request exceeds the maximum allowed number of bytes.", True),
+    (400, "tools.0.custom.name: String should match pattern", False),
+    (422, "maximum context length is 8192 tokens", False),
+])
+def test_a_request_past_the_models_context_is_its_own_error(
+    api: str, status: int, said: str, too_long: bool,
+) -> None:
+    from jianmu.errors import ContextTooLongError
+
+    def refuse(request: Recorded) -> Reply:
+        body = {"error": {"message": said, "type": "invalid_request_error"}}
+        return Reply(status=status, pieces=[json.dumps(body).encode()],
+                     headers={"content-type": "application/json"})
+
+    with RawServer(refuse) as server:
+        error = _fail(_provider(api, server.url))
+    assert isinstance(error, ContextTooLongError) is too_long, error
+    assert error.status_code == status and said[:20] in str(error)
+    assert ("trim_history" in str(error)) is too_long

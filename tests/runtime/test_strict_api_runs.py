@@ -807,3 +807,58 @@ def test_a_question_answered_by_a_message_sent(
         runner.answer(first.pending[0].id, "Oslo")
     second = runner.run_sync(timeout=30)
     assert second.ok, (second.error, server.refused)
+
+
+TOO_LONG = {
+    "openai": {"error": {"message": "This model's maximum context length is 8192 tokens. However,"
+                                    " your messages resulted in 9120 tokens. Please reduce the "
+                                    "length of the messages.",
+                         "type": "invalid_request_error", "param": "messages",
+                         "code": "context_length_exceeded"}},
+    "anthropic": {"type": "error", "error": {"type": "invalid_request_error",
+                                             "message": "prompt is too long: 210443 tokens > "
+                                                        "200000 maximum"}},
+}
+
+
+@pytest.mark.parametrize(("api", "stream"), MODES)
+def test_a_conversation_past_the_context_fails_catchably_and_goes_on_trimmed(
+    server: StrictServer, api: str, stream: bool,
+) -> None:
+    from jianmu import ContextTooLongError, trim_history
+    from tests.support.model_server import Raw
+
+    def answer(request: Any) -> Any:  # the model's context holds 12 messages
+        if len(request.body["messages"]) > 12:
+            return Raw(status=400, body=TOO_LONG[api])
+        last = request.body["messages"][-1]
+        content = last.get("content")
+        if last.get("role") == "tool" or (isinstance(content, list) and content[0].get(
+                "type") == "tool_result"):
+            return "Sunny."
+        return Turn(calls=[call("lookup", city="Oslo"), call("lookup", city="Rome")])
+
+    agent = Agent(provider(server, api), tools=[lookup], system_prompt="Be brief.",
+                  stream=stream)
+    history: Any = None
+    failed = None
+    for turn in range(6):
+        server.add(*[answer] * 3)
+        result = agent.run_sync(f"question {turn}", history=history)
+        server._script.clear()
+        if not result.ok:
+            failed = result
+            break
+        history = result.messages
+    assert failed is not None and isinstance(failed.exception, ContextTooLongError), failed
+    assert failed.exception.status_code == 400 and "trim" in str(failed.exception)
+    # nothing lost: the conversation so far, this turn's question and its tool results too
+    assert [m.content for m in failed.messages[:len(history)]] == [
+        m.content for m in history]
+    assert failed.messages[len(history)].content == f"question {turn}"
+    server.refused.clear()  # the 400s above were this test's own
+    trimmed = Agent(provider(server, api), tools=[lookup], system_prompt="Be brief.",
+                    stream=stream, history_processors=[trim_history(max_messages=8)])
+    server.add(*[answer] * 3)
+    again = trimmed.run_sync("and now?", history=failed.messages)
+    assert again.ok, (again.error, server.refused)
