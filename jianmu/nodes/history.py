@@ -596,7 +596,10 @@ class SummarizeHistory(HistoryProcessor):
         # holds none (`Agent.run(history=result.messages)`, a new runner per request, a call
         # without a run) is served the one made for the same start of its conversation,
         # rather than a new summary of the whole history on every run
-        self._made: dict[str, HistorySummary] = {}
+        # by the mark of the first message covered, then by the digest of all it covers: a
+        # turn that finds none hashes one message, not one per summary kept
+        self._made: dict[str, dict[str, HistorySummary]] = {}
+        self._order: dict[tuple[str, str], None] = {}  # the oldest first
         self._lock = threading.Lock()
 
     # -- where the summary lives ---------------------------------------------------------------
@@ -616,20 +619,27 @@ class SummarizeHistory(HistoryProcessor):
         run.state.replace({"history_summaries": kept})
 
     def _remember(self, summary: HistorySummary, covered: Sequence[Message]) -> None:
+        first = _mark(covered[0])
+        digest = _digest(covered, (len(covered),))[len(covered)]
         with self._lock:
-            made = self._made
-            made[_digest(covered, (len(covered),))[len(covered)]] = summary
-            while len(made) > _REMEMBERED:  # the oldest first
-                del made[next(iter(made))]
+            self._made.setdefault(first, {})[digest] = summary
+            self._order[first, digest] = None
+            while len(self._order) > _REMEMBERED:
+                old_first, old_digest = next(iter(self._order))
+                del self._order[old_first, old_digest]
+                kept = self._made[old_first]
+                del kept[old_digest]
+                if not kept:
+                    del self._made[old_first]
 
     def _recall(self, messages: Sequence[Message], head: int) -> HistorySummary | None:
-        """The newest summary it made that covers the start of ``messages`` exactly."""
-        with self._lock:
-            made = list(self._made.items())
+        """The summary it made that covers the most of the start of ``messages`` exactly."""
         n = len(messages)
-        # a cheap test first (the last covered message's mark), the whole digest after
-        found = [(key, s) for key, s in made
-                 if 0 < s.upto <= n - head and s.mark == _mark(messages[head + s.upto - 1])]
+        if n <= head:
+            return None
+        with self._lock:
+            found = list((self._made.get(_mark(messages[head])) or {}).items())
+        found = [(key, s) for key, s in found if 0 < s.upto <= n - head]
         if not found:
             return None
         digests = _digest(messages[head:head + max(s.upto for _, s in found)],
