@@ -109,6 +109,16 @@ def estimate_message_tokens(message: Message) -> int:
             + _media(message))
 
 
+def _reasoning_tokens(message: Message) -> int:
+    """An offline estimate of the reasoning an assistant turn carries (`Message.reasoning`):
+    Anthropic takes the thinking of the turns since the user's last message back, and
+    counts it, as DeepSeek does its ``reasoning_content``."""
+    if not message.reasoning:
+        return 0
+    return sum(_text_tokens(str(block.get("thinking") or block.get("text") or block.get(
+        "data") or block.get("details") or "")) for block in message.reasoning)
+
+
 def counts_prompt(usage: Usage) -> bool:
     """Whether a server's ``usage`` counts a prompt (never 0 tokens: 0 is no count). Anthropic
     counts a prompt read from its cache apart, so ``input_tokens`` may then be 0."""
@@ -406,6 +416,7 @@ class TrimHistory(HistoryProcessor):
         self.max_messages = max_messages
         self.keep_first_user = keep_first_user
         self.count = _Counts(counter or estimate_message_tokens)
+        self.thought = _Counts(_reasoning_tokens)
 
     async def process(
         self, messages: Sequence[Message], run: HistoryContext | None
@@ -436,6 +447,7 @@ class TrimHistory(HistoryProcessor):
                 slots_left -= 1
         kept: list[tuple[int, int]] = []
         end = n
+        looping = tokens_left is not None  # in the turns since the user's last message
         while end > lower:
             start, sendable = _unit_start(seq, end, lower)
             if not sendable:
@@ -446,6 +458,10 @@ class TrimHistory(HistoryProcessor):
                 cost = 0
             else:
                 cost = count(seq[start]) if size == 1 else sum(map(count, seq[start:end]))
+                if looping and seq[start].role == "user":
+                    looping = False
+                elif looping:  # their reasoning goes back with them (Anthropic, DeepSeek)
+                    cost += self.thought(seq[start])
             over = (tokens_left is not None and cost > tokens_left) or (
                 slots_left is not None and size > slots_left
             )

@@ -163,6 +163,27 @@ def test_a_screenshot_counts_what_a_model_charges_for_it_not_a_flat_85() -> None
     assert 1 <= sum(len(m.media) for m in sent) <= 5 and pairs_whole(sent)
 
 
+def test_the_thinking_a_tool_loop_sends_back_counts_against_the_budget() -> None:
+    # Anthropic takes back the thinking of each tool-use turn since the user's last message
+    # (and counts it as input), as DeepSeek's reasoning_content: uncounted, a loop of long
+    # thoughts went through trim_history's budget (and past the model's context)
+    thought = [{"type": "thinking", "thinking": "Let me weigh it. " * 250, "signature": "s"}]
+    turns: list[Message] = [Message.user("an old question"), Message.assistant("an old answer"),
+                            Message.user("the task")]
+    for i in range(12):
+        turns += [Message(role="assistant", tool_calls=call(i, "k").tool_calls,
+                          reasoning=thought), result(i, "k")]
+    sent = trim_history(max_tokens=6_000).trim(turns)
+    loop = [m for m in sent if m.reasoning]
+    assert 1 <= len(loop) <= 6 and pairs_whole(sent)  # about 1,060 tokens a turn
+    # the thinking of turns before the user's last message is not sent back: not counted
+    old = [Message.user("first"),
+           *[m for i in range(12) for m in (Message(role="assistant", tool_calls=call(
+               i, "k").tool_calls, reasoning=thought), result(i, "k"))],
+           Message.assistant("done"), Message.user("now this")]
+    assert len(trim_history(max_tokens=6_000).trim(old)) == len(old)
+
+
 def test_a_counter_can_be_plugged_in() -> None:
     counter = token_counter(str.split)  # a "tokenizer": words
     assert counter(Message.user("one two three")) == 3 + 4
