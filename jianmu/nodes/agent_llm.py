@@ -306,6 +306,8 @@ class AgentLLMNode(GuardedTurn):
         self.params = dict(params or {})
         self._system: tuple[tuple[str, str | None, str], Message | None] | None = None
         """The parts of the last system prompt, and its message (None: no prompt)."""
+        self._closed_upto: tuple[int, Message] | None = None
+        """How many stored messages `_close_unanswered` found whole last, and the last one."""
         self.output: OutputSpec | None = output_spec(output_type, output_mode, output_retries)
         """How the answer is asked for and checked (None: free text)."""
         if self.output is not None:
@@ -609,9 +611,18 @@ class AgentLLMNode(GuardedTurn):
         its result. The calls still pending are from before the new message: dropped (one
         already recorded, a call stopped as maybe done, keeps its result)."""
         recorded = self.state.get("observations") or {}
-        closed = close_unanswered(stored, recorded)
+        start, whole = 0, self._closed_upto
+        # only what came since the last check (from the turn the last one ended with): a
+        # conversation's every new message read its whole history again
+        if whole is not None and whole[0] <= len(stored) and stored[whole[0] - 1] is whole[1]:
+            start = whole[0] - 1
+            while start and stored[start].role == "tool":
+                start -= 1
+        closed = close_unanswered(stored[start:] if start else stored, recorded)
         if closed is not None:
-            self.state.replace({"messages": closed})
+            stored = [*stored[:start], *closed]
+            self.state.replace({"messages": stored})
+        self._closed_upto = (len(stored), stored[-1])
         if recorded:  # in the conversation now, or of calls it dropped
             self.state.update({"observations": {}})
         if self.state.get("actions"):

@@ -149,3 +149,44 @@ def test_a_skill_node_conversation_continues(tmp_path: Path) -> None:
     assert _texts(state.get("messages")) == [
         ("user", "Oslo?"), ("assistant", "Oslo is sunny."), ("user", "And now?"),
         ("assistant", "Still sunny.")]
+
+
+def test_a_turn_of_a_long_conversation_costs_what_a_turn_of_a_short_one_does() -> None:
+    from jianmu import trim_history
+
+    # counted in Python calls of jianmu's own code, never in time: each new user message
+    # read the whole history again (the calls left without a result), so the 200th turn of
+    # a conversation sent through trim_history cost more than the 10th
+    turns = 200
+    script: list[Any] = []
+    for t in range(turns):
+        script += [[{"name": "lookup", "arguments": {"city": f"c{t}"}},
+                    {"name": "lookup", "arguments": {"city": f"d{t}"}}], f"Answer {t}."]
+    agent = create_react_node(ScriptedLLM(script), [lookup], system_prompt="Be brief.",
+                              history=[trim_history(300)])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "go"}]})
+    runner = ReactiveRunner(agent, state)
+    calls: dict[int, int] = {}
+
+    def counted() -> int:
+        seen = [0]
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and "/jianmu/" in frame.f_code.co_filename.replace("\\", "/"):
+                seen[0] += 1
+
+        sys.setprofile(profile)
+        try:
+            assert runner.run_sync(timeout=30).ok
+        finally:
+            sys.setprofile(None)
+        return seen[0]
+
+    for turn in range(turns):
+        if turn in (10, turns - 1):
+            calls[turn] = counted()
+        else:
+            assert runner.run_sync(timeout=30).ok
+        runner.send(f"question {turn}")
+    assert len(state.get("messages")) == 5 * turns + 1
+    assert calls[turns - 1] <= calls[10] * 1.02, calls
