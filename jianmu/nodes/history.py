@@ -75,7 +75,7 @@ def message_text(message: Message) -> str:
 
 def _media(message: Message) -> int:
     """Tokens of a message's images and audio (`media_tokens`: by each image's size)."""
-    return sum(map(media_tokens, message.media)) if message.media else 0
+    return sum(map(media_tokens, message.media))
 
 
 def _text_tokens(text: str) -> int:
@@ -106,7 +106,7 @@ def estimate_message_tokens(message: Message) -> int:
     much for CJK text or emoji.
     """
     return (_text_tokens(message_text(message)) + _PER_MESSAGE
-            + _media(message))
+            + (_media(message) if message.media else 0))
 
 
 def _reasoning_tokens(message: Message) -> int:
@@ -149,7 +149,8 @@ def token_counter(encode: Callable[[str], Sequence[Any]]) -> TokenCounter:
     """A `TokenCounter` from a text tokenizer, e.g. ``token_counter(tiktoken_encoding.encode)``."""
 
     def count(message: Message) -> int:
-        return len(encode(message_text(message))) + _PER_MESSAGE + _media(message)
+        return (len(encode(message_text(message))) + _PER_MESSAGE
+                + (_media(message) if message.media else 0))
 
     return count
 
