@@ -609,12 +609,11 @@ class SummarizeHistory(HistoryProcessor):
         self.prompt = prompt
         self.key = key
         self.count = _Counts(counter or estimate_message_tokens)
-        # the summaries it made, by a digest of the messages each covers: a run whose state
-        # holds none (`Agent.run(history=result.messages)`, a new runner per request, a call
-        # without a run) is served the one made for the same start of its conversation,
-        # rather than a new summary of the whole history on every run
-        # by the mark of the first message covered, then by the digest of all it covers: a
-        # turn that finds none hashes one message, not one per summary kept
+        # the summaries it made: a run whose state holds none (`Agent.run(history=...)`, a
+        # new runner per request, a call without a run) is served the one made for the same
+        # start of its conversation, rather than a new summary of the whole history on every
+        # run. Kept by the mark of the first message covered, then by the digest of all it
+        # covers: a turn that finds none hashes one message, not one per summary kept
         self._made: dict[str, dict[str, HistorySummary]] = {}
         self._order: dict[tuple[str, str], None] = {}  # the oldest first
         self._lock = threading.Lock()
