@@ -9,7 +9,9 @@ tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
 - **input** guardrails see the latest user message (its text), and each sent before it since
   the model's last turn, one at a time, and a person's answer to ``ask_user`` (a trip
   withholds it from the model). They run while the model is
-  asked; no tool call of that turn runs until every one has passed. A trip fails the agent
+  asked; no tool call of that turn runs until every one has passed. One whose
+  ``run_in_parallel`` attribute is ``False`` (the OpenAI Agents SDK's word) runs before:
+  the model is asked once it passed, so its trip sends nothing. A trip fails the agent
   node, and so the run, with `GuardrailTripped`;
 - **output** guardrails see the final answer (the typed object with an ``output_type``), the
   text so far of an answer the token limit cut off, or the text of the last try its
@@ -65,6 +67,7 @@ __all__ = (
     "configured_guardrails",
     "guardrail_name",
     "run_guardrails",
+    "runs_first",
     "withheld",
 )
 
@@ -148,6 +151,9 @@ def _uncallable(guardrail: Any) -> str | None:
                             or not own > 0):
         # was passed over for the default (60 s): a guardrail meant to trip in 5 s waited 60
         return f"{name} whose timeout_s is {own!r}, not a number of seconds > 0 (or None)"
+    first = getattr(guardrail, "run_in_parallel", True)
+    if not isinstance(first, bool):  # "no" would be taken as true: run beside, not before
+        return f"{name} whose run_in_parallel is {first!r}, not True or False"
     plain = inspect.isroutine(guardrail) or isinstance(guardrail, functools.partial)
     call = guardrail if plain else type(guardrail).__call__  # an instance: its class's method
     if inspect.isasyncgenfunction(call) or inspect.isgeneratorfunction(call):
@@ -165,6 +171,12 @@ def _uncallable(guardrail: Any) -> str | None:
         return (f"{name}{bare}, which cannot be called as (ctx, value): a guardrail takes "
                 "the run's context and the value it checks")
     return None
+
+
+def runs_first(guardrail: Any) -> bool:
+    """Whether the input ``guardrail`` runs before the model is asked (its ``run_in_parallel``
+    is ``False``), rather than beside the call."""
+    return getattr(guardrail, "run_in_parallel", True) is False
 
 
 _instances: dict[tuple[str, type[Any]], Any] = {}

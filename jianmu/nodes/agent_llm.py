@@ -677,7 +677,8 @@ class AgentLLMNode(GuardedTurn):
         # or a sub-agent's answer that its caller's tool-output guardrails withhold
         later = getattr(self.ctx.runner, "is_sub_run", False) and bool(
             constraints.guard.guardrails.tool_output or self.ctx.guardrails.get("tool_output"))
-        self._checked_turn = still_checking(checks) or later or guarded_output
+        self._checked_later = later or guarded_output
+        self._checked_turn = still_checking(checks) or self._checked_later
         refused: RefusedTurn | None = None
         with scope as current:
             try:
@@ -782,6 +783,8 @@ class AgentLLMNode(GuardedTurn):
         found = tripped_at_once(checks)
         if found is not None:  # known before the model is asked: the request never goes out
             raise found
+        if self._gate is not None and checks is not None:  # some run before the model is asked
+            await self._first_passed(checks)
         reply = within(self._asked(messages, toolset, record), whole,
                        lambda: _no_answer(whole, self._in_flight))
         response = _reply_of(self.llm, await (reply if checks is None

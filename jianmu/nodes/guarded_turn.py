@@ -1,7 +1,8 @@
 """`GuardedTurn`: the guardrails of an agent's model turn (`jianmu.guard.guardrails`).
 
 The input guardrails read the user messages the turn answers while the model is asked
-(`_beside`: a trip cancels the call); the output ones read its answer, or the text so far of
+(`_beside`: a trip cancels the call), those that say ``run_in_parallel = False`` before it is
+(`_first_passed`: a trip sends nothing); the output ones read its answer, or the text so far of
 one the token limit cut off; a trip fails the node, and the user messages the input ones
 refused are withheld in the conversation (`WITHHELD`).
 """
@@ -16,7 +17,12 @@ from py_trees.common import Status
 
 from jianmu.constraints import Constraints
 from jianmu.errors import GuardrailTripped, JianmuError, OutputTruncatedError
-from jianmu.guard.guardrails import Guardrail, configured_guardrails, run_guardrails
+from jianmu.guard.guardrails import (
+    Guardrail,
+    configured_guardrails,
+    run_guardrails,
+    runs_first,
+)
 from jianmu.llm.messages import Message
 from jianmu.runtime.async_node import AsyncNode
 from jianmu.runtime.eager import started_task
@@ -41,6 +47,14 @@ class GuardedTurn(AsyncNode):
     """The answer's type, if typed."""
     _passed: tuple[Message, tuple[Guardrail, ...]] | None = None
     """The latest user message the input guardrails passed, and which ones did."""
+    _gate: asyncio.Future[None] | None = None
+    """Done once the input guardrails that run before the model is asked passed (`runs_first`);
+    ``None`` when none of this turn's does."""
+    _checked_turn = False
+    """Whether a guardrail checks this turn's text: then it is not streamed."""
+    _checked_later = False
+    """Whether a guardrail checks this turn's text once the model answered (an output one, a
+    caller's tool-output one): then it is not streamed, whatever the input ones did."""
 
     async def _judge(self, turn: TurnUpdate, checks: asyncio.Future[GuardrailTripped | None] | None,
                      constraints: Constraints) -> GuardrailTripped | None:
@@ -67,6 +81,7 @@ class GuardedTurn(AsyncNode):
         """The input guardrails on the latest user messages (`latest_user_messages`), started
         as a task, its first step taken now (``None``: none, or the latest is the one they
         already passed): guardrails that answer at once are done before the model is asked."""
+        self._gate = None
         unanswered = latest_user_messages(self.state.get("messages") or [])
         if not unanswered:
             return None
@@ -75,8 +90,12 @@ class GuardedTurn(AsyncNode):
         passed = self._passed
         if passed is not None and passed[0] is unanswered[-1] and passed[1] == guardrails:
             return None
+        first = tuple(g for g in guardrails if runs_first(g))
+        if first:  # the model is asked once they passed: their trip sends nothing
+            self._gate = asyncio.get_running_loop().create_future()
+            guardrails = (*first, *(g for g in guardrails if g not in first))
         return started_task(self._input_checked(
-            guardrails, unanswered, constraints.guard.guardrails.timeout_s))
+            guardrails, unanswered, constraints.guard.guardrails.timeout_s, len(first)))
 
     def _input_passed(self, constraints: Constraints) -> None:
         """The latest user message as the input guardrails passed it (a sealed turn they
@@ -90,15 +109,38 @@ class GuardedTurn(AsyncNode):
 
     async def _input_checked(
         self, guardrails: Sequence[Guardrail], messages: Sequence[Message],
-        timeout: float | None,
+        timeout: float | None, first: int = 0,
     ) -> GuardrailTripped | None:
-        for message in messages:  # each, oldest first: the model reads them all
-            found = await run_guardrails("input", guardrails, self.ctx, message.content or "",
-                                         self.events, timeout=timeout)
-            if found is not None:
-                return GuardrailTripped(found[0], found[1].reason, "input")
+        """The first trip of ``guardrails`` on ``messages``; the ``first`` of them (those run
+        before the model is asked) on every message before the others, the gate opened then."""
+        gate = self._gate
+        groups = (guardrails,) if not first else (guardrails[:first], guardrails[first:])
+        for group in groups:
+            for message in messages:  # each, oldest first: the model reads them all
+                found = await run_guardrails("input", group, self.ctx, message.content or "",
+                                             self.events, timeout=timeout)
+                if found is not None:
+                    return GuardrailTripped(found[0], found[1].reason, "input")
+            if gate is not None and not gate.done():  # the model may be asked now
+                gate.set_result(None)
         self._passed = (messages[-1], tuple(guardrails))
         return None
+
+    async def _first_passed(self, checks: asyncio.Future[GuardrailTripped | None]) -> None:
+        """Return once the input guardrails that run before the model is asked passed
+        (`runs_first`); raise their trip, so the request never goes out."""
+        gate, self._gate = self._gate, None
+        if gate is not None and not gate.done() and not checks.done():
+            try:
+                await asyncio.wait((gate, checks), return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # halted, the run cancelled: the turn stops
+                checks.cancel()
+                raise
+        found = _tripwire(checks)
+        if found is not None:
+            raise found
+        # passed before the model was asked: its text streams, unless others still check it
+        self._checked_turn = self._checked_later or still_checking(checks)
 
     async def _beside(
         self, reply: Awaitable[LLMResponse], checks: asyncio.Future[GuardrailTripped | None]
