@@ -32,7 +32,14 @@ from jianmu.errors import ConfigError
 from jianmu.runtime.context import ApprovalRequest, Interaction
 from jianmu.runtime.events import JIANMU_GUARD_DECISION
 from jianmu.runtime.scopes import unmarked
-from jianmu.tools.calls import ToolCall, builtin_aliases, is_tool_name, name_key, shown_name
+from jianmu.tools.calls import (
+    ToolCall,
+    ToolResult,
+    builtin_aliases,
+    is_tool_name,
+    name_key,
+    shown_name,
+)
 
 if TYPE_CHECKING:
     from jianmu.runtime.context import RunContext
@@ -51,7 +58,9 @@ __all__ = (
     "PolicyTarget",
     "RateLimitChecker",
     "call_fingerprint",
+    "denial",
     "edited_call",
+    "screened_rejections",
     "tool_permission",
 )
 
@@ -648,6 +657,57 @@ def edited_call(call: ToolCall, ctx: RunContext) -> ToolCall:
     if request is None or request.payload.get("fingerprint") != call_fingerprint(call):
         return call
     return dataclasses.replace(call, arguments=dict(decision.arguments))
+
+
+async def screened_rejections(
+    executor: Any, calls: Sequence[ToolCall]
+) -> dict[str, tuple[str, str]]:
+    """For each of ``calls`` rejected with words the input guardrails refuse, by its id: the
+    reason `ConfirmChecker` gives, which quotes them, and the one the model reads instead.
+
+    A person's words on a call they rejected reach the model, as an answer to ``ask_user``
+    does: what the user wrote by another way than a message, which the agent's input
+    guardrails (``executor``'s, the batch's `ToolExecutor`) read first.
+    """
+    interaction = executor.run_as_seen.interaction  # its ids, as this node's calls have them
+    if interaction is None or not interaction.decided():  # the common case: nothing decided
+        return {}
+    from jianmu.guard.guardrails import run_guardrails  # only for a batch a person decided
+
+    screened: dict[str, tuple[str, str]] = {}
+    guardrails = None
+    for call in calls:
+        decision = interaction.decision(call.id)
+        if decision is None or decision.approved or not decision.message:
+            continue
+        if guardrails is None:  # looked up once, for a batch that holds such a rejection
+            guardrails = executor._input_guardrails()
+        if not guardrails:
+            return {}
+        found = await run_guardrails(
+            "input", guardrails, executor.ctx, decision.message, executor.events,
+            timeout=executor.effective_constraints.guard.guardrails.timeout_s,
+            tool=call.name, call_id=call.id)
+        if found is not None:
+            name, tripwire = found
+            screened[call.id] = (
+                f"rejected by a person: {decision.message}",  # as `ConfirmChecker` says it
+                f"rejected by a person (their words were withheld: guardrail {name!r} tripped "
+                f"({tripwire.reason}))")
+    return screened
+
+
+def denial(
+    call: ToolCall, decision: Decision, screened: Mapping[str, tuple[str, str]]
+) -> ToolResult:
+    """The refusal the model reads for ``call``, which the guard denied: its reason, save a
+    person's words the input guardrails refused (`screened_rejections`)."""
+    reason = decision.reason
+    said = screened.get(call.id)
+    if said is not None and decision.checker == ConfirmChecker.name and reason == said[0]:
+        reason = said[1]
+    return ToolResult(tool=call.name, ok=False, call_id=call.id,
+                      error=f"the guard denied this call: {reason}")
 
 
 def _asked_request(interaction: Interaction, request_id: str) -> ApprovalRequest | None:

@@ -7,8 +7,8 @@ A guardrail is a sync or async callable ``(ctx, value) -> None | Tripwire``: ret
 tool_output: [...]}``, plug-ins of the kind ``guardrail``, `jianmu.plugins`):
 
 - **input** guardrails see the latest user message (its text), and each sent before it since
-  the model's last turn, one at a time, and a person's answer to ``ask_user`` (a trip
-  withholds it from the model). They run while the model is
+  the model's last turn, one at a time, a person's answer to ``ask_user`` and the words of
+  a person's rejection of a call (a trip withholds them from the model). They run while the model is
   asked; no tool call of that turn runs until every one has passed. One whose
   ``run_in_parallel`` attribute is ``False`` (the OpenAI Agents SDK's word) runs before:
   the model is asked once it passed, so its trip sends nothing. A trip fails the agent

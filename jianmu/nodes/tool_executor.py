@@ -32,7 +32,7 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -54,7 +54,7 @@ from jianmu.execution.runner import (
 )
 from jianmu.execution.threads import thread_starts
 from jianmu.guard import Decision, GuardEnforcer, GuardLedger, visible_tools
-from jianmu.guard.checkers import edited_call
+from jianmu.guard.checkers import denial, edited_call, screened_rejections
 from jianmu.guard.enforcer import builtin_chain, warn_unmatched_rules
 from jianmu.guard.guardrails import (
     Guardrail,
@@ -410,8 +410,9 @@ class ToolExecutor(AsyncNode):
         if self._tool_sources:
             await self.prepare_tools()
         try:
+            screened = await screened_rejections(self, calls)  # a person's words, checked
             with pinned_paths():  # the tools open the paths the guard checked, links swapped
-                allowed = self._admit(calls)
+                allowed = self._admit(calls, screened)
                 if allowed is None:
                     return Status.RUNNING
                 batch = self._running = object()
@@ -456,7 +457,8 @@ class ToolExecutor(AsyncNode):
             self._enforcer = enforcer
         return self._enforcer
 
-    def _admit(self, calls: list[ToolCall]) -> list[tuple[ToolCall, Tool, Decision]] | None:
+    def _admit(self, calls: list[ToolCall], screened: Mapping[str, tuple[str, str]],
+               ) -> list[tuple[ToolCall, Tool, Decision]] | None:
         """Check the batch with the guard: the calls that may run, each with its tool (resolved
         once, here, and passed down) and its decision.
 
@@ -510,10 +512,7 @@ class ToolExecutor(AsyncNode):
         for (call, found), decision in zip(known, decisions, strict=True):
             if decision.denied:
                 denied_span(call, found, decision, self.ctx)
-                self._record(call, None, ToolResult(
-                    tool=call.name, ok=False, call_id=call.id,
-                    error=f"the guard denied this call: {decision.reason}",
-                ))
+                self._record(call, None, denial(call, decision, screened))
             elif self._valid(call, found, decision):
                 allowed.append((call, found, decision))
         return allowed

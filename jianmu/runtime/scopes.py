@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
 from jianmu.runtime.context import (
@@ -147,6 +147,15 @@ class ScopedInteraction(Interaction):
 
     def decision(self, request_id: str) -> ApprovalDecision | None:
         return self.parent.decision(self.prefix + request_id)
+
+    def decided(self) -> frozenset[str]:
+        """The ids of the requests under the prefix decided so far, as their own."""
+        n = len(self.prefix)
+        return frozenset(i[n:] for i in self.parent.decided() if i.startswith(self.prefix))
+
+    def retract(self, request_ids: Iterable[str]) -> None:
+        """Take back, on the parent channel, decisions under the prefix not used yet."""
+        self.parent.retract([self.prefix + i for i in request_ids])
 
     def resolve(self, request_id: str) -> str:
         return self._own(self.parent.resolve(self.prefix + request_id))
