@@ -402,13 +402,18 @@ class GuardrailTripped(JianmuError, PermissionError):
         guardrail: the guardrail's name.
         reason: the tripwire's reason.
         kind: ``"input"``, ``"output"`` or ``"tool_output"``.
+        info: the tripwire's ``info`` (`jianmu.Tripwire.info`): what the guardrail found,
+            for the caller; not pickled with the error (a durable run's failure), as it may
+            be anything.
     """
 
-    def __init__(self, guardrail: str, reason: str, kind: str = "input") -> None:
+    def __init__(self, guardrail: str, reason: str, kind: str = "input", *,
+                 info: Any = None) -> None:
         super().__init__(f"{kind} guardrail {guardrail!r} tripped: {reason}")
         self.guardrail = guardrail
         self.reason = reason
         self.kind = kind
+        self.info = info
 
     def __reduce__(self) -> Any:  # pickles (a durable run's failure) with its fields
         return (type(self), (self.guardrail, self.reason, self.kind))

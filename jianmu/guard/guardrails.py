@@ -46,7 +46,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from jianmu import plugins
@@ -83,6 +83,10 @@ class Tripwire:
     reason: str
     """Why it tripped, in words for the person reading the run (and the model, for a tool
     result)."""
+    info: Any = field(default=None, kw_only=True)
+    """What the guardrail found, for the caller (a classifier's scores, the spans it flagged;
+    the Agents SDK's ``output_info``): `GuardrailTripped.info`. Never shown to the model nor
+    kept with the run (its events, checkpoints and durable records hold the reason only)."""
 
 
 Guardrail: TypeAlias = Callable[[Any, Any], "Tripwire | Awaitable[Tripwire | None] | None"]

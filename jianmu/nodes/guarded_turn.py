@@ -120,7 +120,8 @@ class GuardedTurn(AsyncNode):
                 found = await run_guardrails("input", group, self.ctx, message.content or "",
                                              self.events, timeout=timeout)
                 if found is not None:
-                    return GuardrailTripped(found[0], found[1].reason, "input")
+                    return GuardrailTripped(found[0], found[1].reason, "input",
+                                            info=found[1].info)
             if gate is not None and not gate.done():  # the model may be asked now
                 gate.set_result(None)
         self._passed = (messages[-1], tuple(guardrails))
@@ -183,7 +184,8 @@ class GuardedTurn(AsyncNode):
             "final_output") if self.output is not None else values.get("final_answer")
         found = await run_guardrails("output", guardrails, self.ctx, value, self.events,
                                      timeout=constraints.guard.guardrails.timeout_s)
-        return None if found is None else GuardrailTripped(found[0], found[1].reason, "output")
+        return None if found is None else GuardrailTripped(found[0], found[1].reason, "output",
+                                                           info=found[1].info)
 
     def _tripped(self, exc: JianmuError) -> Status:
         """Fail the node with ``exc``: the run fails with it (`RunResult.exception`). The user

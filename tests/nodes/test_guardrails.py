@@ -453,3 +453,20 @@ def test_a_trip_withholds_every_user_message_of_the_turn_and_the_next_one_is_ans
     assert runner.run_sync(timeout=30).ok and runner.state.get("final_answer") == "answered"
     sent = [m.content for m in llm.requests[-1].messages]
     assert sent == ["hello", "hi", WITHHELD, WITHHELD, "thanks"]
+
+
+@pytest.mark.parametrize("kind", ["input", "output"])
+async def test_a_trip_hands_the_caller_what_the_guardrail_found(kind: str) -> None:
+    scores = {"violence": 0.97}
+
+    async def moderation(ctx: Any, value: Any) -> Tripwire:
+        return Tripwire("flagged: violence", info=scores)
+
+    llm = ScriptedLLM(["an answer"])
+    tree = create_react_node(llm, [], **{f"{kind}_guardrails": [moderation]})
+    runner = ReactiveRunner(tree, start("a question"))
+    tripped = trips_of(runner)
+    result = await runner.run()
+    assert isinstance(result.exception, GuardrailTripped)
+    assert result.exception.kind == kind and result.exception.info is scores
+    assert "info" not in tripped[0] and "0.97" not in str(tripped)  # the caller's, not the run's
