@@ -263,9 +263,10 @@ class AgentLLMNode(GuardedTurn):
         """Guardrails of the user's message, before the configured ones."""
         self.output_guardrails = given_guardrails("output", output_guardrails)
         """Guardrails of the final answer, before the configured ones."""
-        self._passed: tuple[Message, tuple[Guardrail, ...]] | None = None
+        self._passes: list[tuple[Message, tuple[Guardrail, ...]] | None] = [None]
         """The user message the input guardrails last passed, and those guardrails: not
-        checked again next turn, unless the guardrails changed (a skill loaded)."""
+        checked again next turn, unless the guardrails changed (a skill loaded); one cell
+        that the agents of a hand-off team share (`jianmu.nodes.handoffs.build_team`)."""
         if tool_output_guardrails:
             if not isinstance(tools, ToolExecutor):
                 raise ValueError(

@@ -45,8 +45,10 @@ class GuardedTurn(AsyncNode):
     """Guardrails of the final answer (the typed one with ``output``)."""
     output: Any = None
     """The answer's type, if typed."""
-    _passed: tuple[Message, tuple[Guardrail, ...]] | None = None
-    """The latest user message the input guardrails passed, and which ones did."""
+    _passes: list[tuple[Message, tuple[Guardrail, ...]] | None]
+    """One cell: the latest user message the input guardrails passed, and which ones did;
+    shared by the agents of a hand-off team, who answer one conversation, so a message one
+    passed is not checked again by the next (a moderation service paid again)."""
     _gate: asyncio.Future[None] | None = None
     """Done once the input guardrails that run before the model is asked passed (`runs_first`);
     ``None`` when none of this turn's does."""
@@ -87,7 +89,7 @@ class GuardedTurn(AsyncNode):
             return None
         guardrails = configured_guardrails("input", self.input_guardrails, constraints,
                                            self.ctx.guardrails)
-        passed = self._passed
+        passed = self._passes[0]
         if passed is not None and passed[0] is unanswered[-1] and passed[1] == guardrails:
             return None
         first = tuple(g for g in guardrails if runs_first(g))
@@ -104,7 +106,7 @@ class GuardedTurn(AsyncNode):
             (m for m in reversed(self.state.get("messages") or []) if m.role == "user"), None
         )
         if latest is not None:
-            self._passed = (latest, configured_guardrails(
+            self._passes[0] = (latest, configured_guardrails(
                 "input", self.input_guardrails, constraints, self.ctx.guardrails))
 
     async def _input_checked(
@@ -124,7 +126,7 @@ class GuardedTurn(AsyncNode):
                                             info=found[1].info)
             if gate is not None and not gate.done():  # the model may be asked now
                 gate.set_result(None)
-        self._passed = (messages[-1], tuple(guardrails))
+        self._passes[0] = (messages[-1], tuple(guardrails))
         return None
 
     async def _first_passed(self, checks: asyncio.Future[GuardrailTripped | None]) -> None:

@@ -291,6 +291,11 @@ def build_team(
         handoffs[target.name] = list(target.handoffs)
         loops[target.name] = target  # its own limits hold while it answers
         queue.extend(target.handoffs)
+    passes: list[Any] = [None]  # one conversation: a message one agent's guardrails passed
+    for round_ in members.values():  # is not checked again by the next (`GuardedTurn._passes`)
+        for node in round_.iterate():
+            if isinstance(getattr(node, "_passes", None), list):
+                node._passes = passes  # type: ignore[attr-defined]
     return AgentSwitch(f"{entry}.agents", list(members.items()), handoffs, loops)
 
 

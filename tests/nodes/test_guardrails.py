@@ -470,3 +470,24 @@ async def test_a_trip_hands_the_caller_what_the_guardrail_found(kind: str) -> No
     assert isinstance(result.exception, GuardrailTripped)
     assert result.exception.kind == kind and result.exception.info is scores
     assert "info" not in tripped[0] and "0.97" not in str(tripped)  # the caller's, not the run's
+
+
+async def test_a_hand_off_team_checks_each_user_message_once() -> None:
+    from jianmu import handoff
+
+    seen: list[str] = []
+
+    async def moderation(ctx: Any, text: str) -> None:
+        seen.append(text)  # a paid moderation call: once a message, not once an agent
+
+    billing = create_react_node(ScriptedLLM(["Refunded.", "B7 too."]), [], name="billing")
+    triage = create_react_node(
+        ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]]),
+        [handoff(billing, description="Refunds.")], name="triage",
+        input_guardrails=[moderation])
+    runner = ReactiveRunner(triage, start("Refund A1?"))
+    assert (await runner.run()).status is RunStatus.SUCCESS
+    runner.send("And B7?")
+    assert (await runner.run()).status is RunStatus.SUCCESS
+    assert runner.state.get("final_answer") == "B7 too."
+    assert seen == ["Refund A1?", "And B7?"]
