@@ -255,7 +255,7 @@ class FallbackLLM(BaseLLMProvider):
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
-            another_model()
+            another_model(_name(llm))
             try:
                 request = self._request_for(index, asked)
                 if takes_requests(llm, params=request.params):
@@ -280,7 +280,7 @@ class FallbackLLM(BaseLLMProvider):
         failed: list[tuple[str, LLMTransientError]] = []
         asked = request
         for index, llm in enumerate(self.models):
-            another_model()
+            another_model(_name(llm))
             try:
                 request = self._request_for(index, asked)
             except LLMTransientError as exc:

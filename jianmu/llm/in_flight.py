@@ -49,6 +49,9 @@ class InFlight:
     refused: int | None = None
     """The HTTP status of the last answer that refused the request (a 429, a 503) while the
     call goes on (its retries): what a call that timed out meanwhile was waiting for."""
+    model: str | None = None
+    """The model a `FallbackLLM` asks now (`another_model`), which a stopped call is counted
+    under; ``None``: the node's own model."""
     count_passed: Callable[[InFlight, str], object] | None = None
     """How the caller counts what a model that a `FallbackLLM` passed over spent (the call
     as that model left it, and the model's name): no reply of it will say so."""
@@ -71,11 +74,13 @@ def watched() -> None:
         call.sent = False
 
 
-def another_model() -> None:
-    """A `FallbackLLM` asks its next model: what the one before said of its request is not
-    this one's (a provider of the host's own says nothing: sent, once asked)."""
+def another_model(model: str | None = None) -> None:
+    """A `FallbackLLM` asks its next model (``model``, by name): what the one before said of
+    its request is not this one's (a provider of the host's own says nothing: sent, once
+    asked)."""
     call = IN_FLIGHT.get()
     if call is not None:
+        call.model = model
         call.sent = None
         call.stream = None
         call.refused = None

@@ -875,7 +875,8 @@ class AgentLLMNode(GuardedTurn):
         """Add what the turn's calls spent, stopped before the reply came, to the usage."""
         call, self._in_flight = self._in_flight, None
         answered, self._answered = self._answered, None
-        usage = stopped_usage(call, self._request_tools, self.events.emit, model)
+        usage = stopped_usage(call, self._request_tools, self.events.emit,
+                              call.model or model if call is not None else model)
         if call is not None:
             call.release()
         if answered:

@@ -3,6 +3,7 @@ caller's error (400, 401) is raised, not passed on; from the config too."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -599,3 +600,29 @@ def test_a_streamed_fallback_over_providers_without_a_stream_answers() -> None:
     for models in ([_CompleteOnly("Hello.")], [_CompleteOnly(None), _CompleteOnly("Hello.")]):
         texts, result = asyncio.run(streamed(FallbackLLM(models)))
         assert result.ok and result.output == "Hello." and texts == ["Hello."], result.exception
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(60)
+async def test_a_backup_stopped_in_flight_is_counted_under_its_own_name() -> None:
+    from jianmu.nodes.agent_llm import AgentLLMNode
+    from tests.support.model_server import ModelServer, Raw, Stall
+
+    with ModelServer(Raw(status=503, body={"error": {"message": "down"}})) as primary, \
+            ModelServer(Stall(every=0.05)) as backup:
+        llm = FallbackLLM([
+            OpenAIProvider("first", base_url=primary.openai_url, api_key="k", max_retries=0),
+            OpenAIProvider("second", base_url=backup.openai_url, api_key="k", max_retries=0)])
+        state = StateManager(AgentState, {"messages": [{"role": "user", "content": "Hi."}]})
+        tree = create_react_node(llm, [])
+        (node,) = [n for n in tree.iterate() if isinstance(n, AgentLLMNode)]
+        runner = ReactiveRunner(tree, state)
+        stopped: list[dict[str, Any]] = []
+        runner.ctx.events.subscribe("llm.usage_unknown", lambda e: stopped.append(e.fields))
+        run = asyncio.ensure_future(runner.run())
+        while not (backup.requests and node._in_flight and node._in_flight.sent):
+            await asyncio.sleep(0.01)  # the backup took the request: it bills it
+        runner.cancel()
+        await run
+    assert [(e["model"], e["stopped"]) for e in stopped] == [("second", True)]
+    assert state.get("usage").requests == 1
