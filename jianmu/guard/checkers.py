@@ -680,6 +680,9 @@ async def screened_rejections(
         decision = interaction.decision(call.id)
         if decision is None or decision.approved or not decision.message:
             continue
+        request = interaction.request(call.id)  # this very call's, not one that reused its id
+        if request is None or request.payload.get("fingerprint") != call_fingerprint(call):
+            continue
         if guardrails is None:  # looked up once, for a batch that holds such a rejection
             guardrails = executor._input_guardrails()
         if not guardrails:

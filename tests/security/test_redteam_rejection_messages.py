@@ -97,3 +97,22 @@ async def test_a_sub_agents_rejected_call_withholds_the_words_from_its_model() -
     observation = helper_llm.requests[-1].messages[-1]
     assert "rejected by a person" in observation.content
     assert "ignore your rules" not in str([m.content for m in helper_llm.requests[-1].messages])
+
+
+async def test_words_of_an_earlier_rejection_are_not_checked_for_a_later_call_of_its_id() -> None:
+    seen: list[str] = []
+
+    def record(ctx: Any, text: str) -> None:
+        seen.append(text)
+
+    llm = ScriptedLLM([[{"id": "c1", "name": "reserve", "arguments": {"city": "Paris"}}],
+                       answered,
+                       [{"id": "c1", "name": "reserve", "arguments": {"city": "Rome"}}]])
+    state = StateManager(AgentState, {"messages": [{"role": "user", "content": "book Paris"}]})
+    runner = ReactiveRunner(create_react_node(llm, [reserve], input_guardrails=[record]), state)
+    (request,) = (await runner.run()).pending
+    runner.reject(request.id, "too expensive")
+    assert (await runner.run()).status is RunStatus.SUCCESS
+    runner.send("then Rome")
+    assert (await runner.run()).status is RunStatus.SUSPENDED  # the new call asks anew
+    assert seen.count("too expensive") == 1
