@@ -168,8 +168,17 @@ class _Unbound:
             return getattr(node, self.name)
         raise AttributeError(
             f"{type(node).__name__} {getattr(node, 'name', '')!r} has no {self.name} yet: a "
-            f"runner binds it when it runs the tree; read self.{self.name} in update_async (or "
-            f"initialise), not in __init__", name=self.name, obj=node)
+            f"ReactiveRunner binds it when it runs the tree (py_trees' own BehaviourTree does "
+            f"not: run its root with ReactiveRunner(root).run_sync()); read self.{self.name} "
+            f"in update_async (or initialise), not in __init__", name=self.name, obj=node)
+
+
+def _no_loop(node: Any) -> RuntimeError:
+    """The error for an async leaf ticked with no event loop running (py_trees' own loop)."""
+    return RuntimeError(
+        f"{type(node).__name__} {node.name!r} was ticked with no event loop running: its work "
+        f"runs as an asyncio task, which py_trees' own BehaviourTree cannot run; run the "
+        f"tree's root with ReactiveRunner(root).run_sync() (or await its run())")
 
 
 class RuntimeNode(LeanExtras):
@@ -416,6 +425,10 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
     def _start(self) -> None:
         # the task runs update_async itself (no wrapper coroutine held for the whole work):
         # `update` reads its outcome, an exception included
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise _no_loop(self) from None
         self.error = None
         ctx = getattr(self, "ctx", None)
         steps = getattr(ctx, "steps", None)
@@ -426,7 +439,6 @@ class AsyncNode(RuntimeNode, LeanBehaviour):
             work = eager.after_unwound(previous, work)  # type: ignore[arg-type]
         # the task's own copy of the context also serves its done callback (else copied again)
         context = contextvars.copy_context()
-        loop = asyncio.get_running_loop()
         name = f"jianmu:{self.path or self.name}"
         if not self.eager_start:
             if not hasattr(work, "send"):  # a plain def: its node fails saying so, as eager

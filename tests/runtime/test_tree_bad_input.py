@@ -178,8 +178,8 @@ class ReadsTooEarly(AsyncNode):
 
 async def test_a_node_that_reads_its_state_in_init_is_told_when_it_is_bound() -> None:
     with pytest.raises(AttributeError, match=(
-            r"ReadsTooEarly 'early' has no state yet: a runner binds it when it runs the tree; "
-            r"read self.state in update_async \(or initialise\), not in __init__")):
+            r"ReadsTooEarly 'early' has no state yet: a ReactiveRunner binds it when it runs "
+            r"the tree .*; read self.state in update_async \(or initialise\), not in __init__")):
         ReadsTooEarly("early")
     node = Writes("writes")
     assert not hasattr(node, "state") and getattr(node, "ctx", None) is None
@@ -189,3 +189,10 @@ async def test_a_node_that_reads_its_state_in_init_is_told_when_it_is_bound() ->
     runner = ReactiveRunner(node, StateManager())
     assert (await runner.run(timeout=30)).ok  # bound by its run: its own, found first
     assert node.ctx is runner.ctx and runner.state.get("run") == runner.ctx.run_id
+
+
+def test_a_tree_ticked_by_py_trees_own_tree_is_told_to_run_under_a_runner() -> None:
+    tree = py_trees.trees.BehaviourTree(Writes("writes"))
+    with pytest.raises(RuntimeError, match=r"Writes 'writes' was ticked with no event loop "
+                       r"running: .* run the tree's root with ReactiveRunner\(root\)"):
+        tree.tick()  # and no coroutine made, never awaited (a warning: an error here)
