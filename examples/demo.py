@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import runpy
 from pathlib import Path
 
@@ -19,8 +20,11 @@ if __name__ == "__main__":
     here = Path(__file__).parent
     for name, what in EXAMPLES:
         print(f"\n== {name}: {what} ==")
-        module = runpy.run_path(str(here / name))
-        asyncio.run(module["main"]())
+        main = runpy.run_path(str(here / name))["main"]
+        # offline even where a model is configured (an exported OPENAI_API_KEY, say): the
+        # demo installs no provider extra and must not spend a real model's tokens
+        offline = {"offline": True} if "offline" in inspect.signature(main).parameters else {}
+        asyncio.run(main(**offline))
 
     # a run that waits for a person, checkpointed where `jianmu run` keeps runs: the studio
     # shows it with its pending call, and approving it there finishes it

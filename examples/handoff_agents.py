@@ -6,8 +6,9 @@ and output type (a `Refund`). The customer's next message goes on with billing, 
 answered last.
 
 It talks to a real model when ``llm:`` in ``configs/jianmu.yaml`` points to one (set
-``JIANMU_LLM_BASE_URL`` and ``JIANMU_LLM_MODEL``, or ``OPENAI_API_KEY``); otherwise both agents
-run against the scripted stand-in and it says so on its first line.
+``JIANMU_LLM_BASE_URL`` and ``JIANMU_LLM_MODEL``, or ``OPENAI_API_KEY``); otherwise (and always
+under ``make demo``) both agents run against the scripted stand-in and it says so on its first
+line.
 
 Run it with ``python examples/handoff_agents.py``.
 """
@@ -64,8 +65,10 @@ def scripted_triage() -> ScriptedLLM:
     return ScriptedLLM([[{"name": "transfer_to_billing", "arguments": {}}]])
 
 
-def pick_llm() -> tuple[LLMProvider | None, str]:
+def pick_llm(offline: bool = False) -> tuple[LLMProvider | None, str]:
     """The configured model, or None (each agent gets its scripted stand-in)."""
+    if offline:  # `make demo`: offline whatever the environment says
+        return None, "the scripted stand-in (the demo runs offline)"
     config = load_config()
     if config.llm.endpoint_configured:
         return from_config(config), f"model {config.llm.model!r} at {config.llm.base_url}"
@@ -100,8 +103,8 @@ def show(event: Any) -> None:
         print(f"  → {fields['tool']}({fields['args_preview']})")
 
 
-async def main() -> None:
-    llm, label = pick_llm()
+async def main(offline: bool = False) -> None:
+    llm, label = pick_llm(offline)
     print(f"LLM: {label}")
     state = build_state()
     runner = ReactiveRunner(build_tree(llm), state)

@@ -7,8 +7,9 @@ suspends with a request named by its path (``researcher > save_note(...)``); onc
 the researcher goes on where it stopped and the lead gets its answer.
 
 It talks to a real model when ``llm:`` in ``configs/jianmu.yaml`` points to one (set
-``JIANMU_LLM_BASE_URL`` and ``JIANMU_LLM_MODEL``, or ``OPENAI_API_KEY``); otherwise both agents
-run against the scripted stand-in and it says so on its first line.
+``JIANMU_LLM_BASE_URL`` and ``JIANMU_LLM_MODEL``, or ``OPENAI_API_KEY``); otherwise (and always
+under ``make demo``) both agents run against the scripted stand-in and it says so on its first
+line.
 
 Run it with ``python examples/lead_researcher.py``.
 """
@@ -71,8 +72,10 @@ def scripted_lead() -> ScriptedLLM:
     ])
 
 
-def pick_llm() -> tuple[LLMProvider | None, str]:
+def pick_llm(offline: bool = False) -> tuple[LLMProvider | None, str]:
     """The configured model, or None (each agent gets its scripted stand-in)."""
+    if offline:  # `make demo`: offline whatever the environment says
+        return None, "the scripted stand-in (the demo runs offline)"
     config = load_config()
     if config.llm.endpoint_configured:
         return from_config(config), f"model {config.llm.model!r} at {config.llm.base_url}"
@@ -111,8 +114,8 @@ def show(event: Any) -> None:
         print(f"{depth}← {fields['tool']}: {fields['result_preview']}")
 
 
-async def main() -> None:
-    llm, label = pick_llm()
+async def main(offline: bool = False) -> None:
+    llm, label = pick_llm(offline)
     print(f"LLM: {label}")
     state = build_state()
     runner = ReactiveRunner(build_tree(llm), state)

@@ -10,11 +10,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_example(name: str, *args: str, **env: str) -> list[str]:
+def run_example(name: str, *args: str, cwd: Path = REPO, **env: str) -> list[str]:
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("JIANMU_", "OPENAI_"))}
     out = subprocess.run(
-        [sys.executable, str(REPO / "examples" / name), *args], cwd=REPO, capture_output=True,
+        [sys.executable, str(REPO / "examples" / name), *args], cwd=cwd, capture_output=True,
         text=True, timeout=120, env={**clean, **env}, stdin=subprocess.DEVNULL,
     )
     assert out.returncode == 0, out.stderr
@@ -31,6 +31,13 @@ def test_react_agent_says_it_is_scripted_and_answers() -> None:
     lines = run_example("react_agent.py")
     assert lines[0].startswith("LLM: the scripted stand-in")
     assert "answer: 17 * 23 = 391, and README.md has" in "\n".join(lines)
+    assert lines[-1].startswith("result: success")
+
+
+def test_react_agent_from_another_folder_says_what_it_could_not_read(tmp_path: Path) -> None:
+    lines = run_example("react_agent.py", cwd=tmp_path)  # no README.md there
+    answer = next(line for line in lines if line.startswith("answer: "))
+    assert answer.startswith("answer: 17 * 23 = 391; README.md could not be read here: "), answer
     assert lines[-1].startswith("result: success")
 
 
@@ -95,3 +102,13 @@ def test_lead_researcher_asks_by_path_then_answers() -> None:
             "raises a bulge of water on each side of the Earth.") in lines  # whole, not cut
     assert any(line.startswith("answer: Tides come in twice a day") for line in lines)
     assert lines[-1] == "result: success"
+
+
+def test_demo_stays_offline_where_a_model_key_is_set(tmp_path: Path) -> None:
+    # a newcomer often has OPENAI_API_KEY exported: `make demo` (which installs no provider
+    # extra) still runs offline, on the stand-ins, and never asks a real model
+    lines = run_example("demo.py", XDG_STATE_HOME=str(tmp_path), OPENAI_API_KEY="sk-not-a-key",
+                       JIANMU_LLM_BASE_URL="http://127.0.0.1:9/v1")
+    labels = [line for line in lines if line.startswith("LLM: ")]
+    assert len(labels) == 3 and all("scripted stand-in" in line for line in labels), labels
+    assert lines[-1] == "  .venv/bin/jianmu studio"
