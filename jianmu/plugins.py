@@ -197,8 +197,14 @@ def is_builtin(kind: PluginKind, name: str) -> bool:
 
 def unknown_name_message(kind: PluginKind, name: object) -> str:
     """The error text for a name that is not registered: it lists the names that are."""
+    import difflib  # only on this error's path: it costs an import otherwise saved
+
+    known = names(kind)
+    close = difflib.get_close_matches(str(name).lower(), known, n=1) if isinstance(name, str) \
+        else []
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
     return (
-        f"{name!r} is not a registered {kind}; registered: {', '.join(names(kind))}. Register "
+        f"{name!r} is not a registered {kind}{hint}; registered: {', '.join(known)}. Register "
         f"one with jianmu.plugins.register({kind!r}, name, 'module:Class') or an entry point "
         f"'{kind}.<name>' in the {ENTRY_POINT_GROUP!r} group"
     )

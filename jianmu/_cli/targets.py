@@ -143,8 +143,19 @@ def load_target(
         if script:
             return _script_target(Path(spec), inputs, config)
         return _skill_target(spec, inputs, config, skills_dirs, launch)
-    except (SkillLoadError, SkillNotFoundError, SkillRunError) as exc:
+    except SkillNotFoundError as exc:
+        raise CLIError(str(exc) + _question_hint(spec)) from exc
+    except (SkillLoadError, SkillRunError) as exc:
         raise CLIError(str(exc)) from exc
+
+
+def _question_hint(spec: str) -> str:
+    """What to say when TARGET reads as a question, not a skill's name: how to ask one."""
+    if not any(c.isspace() for c in spec):
+        return ""
+    return ("; TARGET is a script (a .py file) or a skill's name, not a question: give the "
+            f"question to a prompt skill as its task, jianmu run SKILL --input "
+            f"task={shlex.quote(spec)}")
 
 
 def _folder_given(folder: Path) -> str:

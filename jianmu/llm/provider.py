@@ -463,7 +463,11 @@ def from_name(name: str) -> LLMProvider:
             "a provider object such as OpenAIProvider(...)"
         )
     if not plugins.is_registered("llm", provider):
-        raise ConfigError(f"no model provider named {provider!r} (in {name!r})")
+        import difflib  # only on this error's path
+
+        close = difflib.get_close_matches(provider.lower(), plugins.names("llm"), n=1)
+        hint = f"; did you mean '{close[0]}:{model}'?" if close else ""
+        raise ConfigError(f"no model provider named {provider!r} (in {name!r}){hint}")
     key, url = _NAMED_ENVIRONMENT.get(provider, (None, None))
     if key:  # the SDK first: a key set for a missing SDK would only lead to the next error
         try:

@@ -243,8 +243,12 @@ class BuiltinToolProvider(BaseToolProvider):
         """
         canonical = self.canonical_name(name)
         if canonical not in self._builtins:
+            import difflib  # only on this error's path
+
+            close = difflib.get_close_matches(canonical.lower(), list(self._builtins), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ToolNotFoundError(
-                f"no built-in tool named {name!r}; built-ins: {', '.join(self._builtins)}"
+                f"no built-in tool named {name!r}{hint}; built-ins: {', '.join(self._builtins)}"
             )
         try:
             made = self._factory(canonical)()

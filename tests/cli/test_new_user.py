@@ -93,3 +93,44 @@ def test_resuming_a_run_whose_script_is_gone_says_so(
     assert main(["resume", run_id, "--approve", pending[0], "--config", "c.yaml"]) == 2
     err = capsys.readouterr().err
     assert f"run {run_id!r} runs the script {str(script)!r}, which is gone" in err, err
+
+
+def test_a_question_given_as_target_says_how_to_ask_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'jianmu run "What is 2+2?"' said only that no skill has that name."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "What is 2+2?"]) == 2
+    err = capsys.readouterr().err
+    assert "no skill named 'What is 2+2?'" in err, err
+    assert "not a question" in err and "jianmu run SKILL --input task='What is 2+2?'" in err, err
+    assert main(["run", "reveiw"]) == 2  # a skill's name misspelt is no question
+    assert "not a question" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["tools", "show", "calculater"],
+     "no built-in tool named 'calculater' (did you mean 'calculator'?); built-ins: "),
+    (["mcp", "serve", "--tools", "read_fle"], "did you mean 'read_file'?"),
+])
+def test_a_misspelt_tool_name_is_met_with_the_closest(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err, err
+
+
+def test_a_misspelt_provider_is_met_with_the_closest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jianmu import Agent
+    from jianmu.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"did you mean 'openai:gpt-4o'\?"):
+        Agent("opnai:gpt-4o")
+    config = tmp_path / "c.yaml"
+    config.write_text("llm:\n  provider: opnai\n", encoding="utf-8")
+    assert main(["tools", "list", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "'opnai' is not a registered llm (did you mean 'openai'?); registered: " in err, err
