@@ -61,3 +61,44 @@ def test_the_plain_call_path_in_the_design_page_is_the_traced_one() -> None:
     named = {"jianmu." + m.removesuffix(".py").replace("/", ".")
              for m in re.findall(r"``([a-z_/]+/[a-z_]+\.py)``", docstring)}
     assert named and named <= set(traced)
+
+
+CODE_BLOCK = re.compile(r"```.*?```", re.S)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _anchors(document: Path) -> set[str]:
+    """The anchors GitHub gives the document's headings."""
+    text = CODE_BLOCK.sub("", document.read_text(encoding="utf-8"))
+    headings = re.findall(r"^#+\s+(.*?)\s*$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_relative_link_and_anchor_resolves() -> None:
+    broken = []
+    for document in DOCUMENTS:
+        for target in LINK.findall(CODE_BLOCK.sub("", document.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (document.parent / path) if path else document
+            if not linked.exists():
+                broken.append(f"{document.name}: {target} (no such file)")
+            elif anchor and anchor not in _anchors(linked):
+                broken.append(f"{document.name}: {target} (no such heading)")
+    assert broken == []
+
+
+def test_every_section_the_documents_send_a_reader_to_is_there() -> None:
+    """`see "Extending Jianmu"` and `docs/design.md` ("A plain call's path") name headings."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    headings = {document: set(re.findall(r"^#+\s+(.*?)\s*$", CODE_BLOCK.sub("", text), re.M))
+                for document, text in (("README.md", readme), ("design.md", design))}
+    cited = [("README.md", name) for name in re.findall(r'\(see "([^"]+)"\)', readme)]
+    cited += [("design.md", name)
+              for name in re.findall(r'`docs/design\.md` \("([^"]+)"\)', readme)]
+    assert cited, "README sends the reader to sections by name"
+    missing = [f"{document}: {name!r}" for document, name in cited
+               if " ".join(name.split()) not in headings[document]]  # a name across lines
+    assert missing == []
