@@ -4,6 +4,7 @@ to a browser), each behind a token; and ``jianmu sandbox build-image``."""
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -107,7 +108,9 @@ def _listener(host: str, port: int) -> socket.socket:
     try:
         return bind_listener(host, port)
     except OSError as exc:
-        raise CLIError(f"--host/--port: {exc.strerror or exc}", ExitCode.FAILURE) from exc
+        fix = ("; another server (one started before?) holds the port: stop it, or give "
+               "another with --port" if exc.errno == errno.EADDRINUSE else "")
+        raise CLIError(f"--host/--port: {exc.strerror or exc}{fix}", ExitCode.FAILURE) from exc
 
 
 def _bearer_token(args: argparse.Namespace) -> str:

@@ -141,7 +141,7 @@ def test_a_port_in_use_is_one_error_line_before_any_banner(
         port = taken.getsockname()[1]
         done = project.jianmu(*command, "--port", str(port))
     # the project has no runs yet: the studio's first start makes the checkpoint folder
-    assert_clean_error(done, 1, f"127.0.0.1:{port}", "in use")
+    assert_clean_error(done, 1, f"127.0.0.1:{port}", "in use", "give another with --port")
     assert "open:" not in done.out and "serving" not in done.err, done.text
     assert "ERROR" not in done.err, done.text
 
