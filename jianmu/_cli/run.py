@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shlex
 import signal
 import sys
@@ -357,7 +358,9 @@ def _report(runner: ReactiveRunner, target: Target, result: RunResult, progress:
     progress.show_final(runner.state.get("usage"))
     status = result.status
     if status is RunStatus.SUSPENDED:
-        hint_config = f" --config {args.config}" if args.config else ""
+        # absolute and quoted: the hint is pasted from any folder, into a shell
+        hint_config = (f" --config {shlex.quote(os.path.abspath(args.config))}"
+                       if args.config else "")
         # a question waits for an answer, not an approval (as the studio's timeline says)
         asked = sum(1 for r in result.pending if r.question is not None)
         approvals = len(result.pending) - asked

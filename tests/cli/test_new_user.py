@@ -4,6 +4,7 @@ run's script that is gone as gone), and a script that defines two trees is refus
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,24 @@ def test_a_misspelt_provider_is_met_with_the_closest(
     assert main(["tools", "list", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "'opnai' is not a registered llm (did you mean 'openai'?); registered: " in err, err
+
+
+def test_the_resume_hint_works_from_another_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint said '--config my config.yaml': relative (not found from another folder) and
+    unquoted (two words for the shell)."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(project)
+    (project / "my config.yaml").write_text(
+        f"runtime:\n  checkpoint_path: {tmp_path / 'runs.sqlite'}\n", encoding="utf-8")
+    assert main(["run", str(REPO / "examples" / "approval_flow.py"), "-i", "note=milk",
+                 "--non-interactive", "--config", "my config.yaml"]) == 3
+    hint = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("resume with: "))
+    command = shlex.split(hint.removeprefix("resume with: ").split("   (or ")[0])
+    monkeypatch.chdir(elsewhere)
+    assert command[0] == "jianmu" and main(command[1:]) == 0, capsys.readouterr()
+    # the script's own relative path: in the folder the resume runs in (README says so)
+    assert (elsewhere / ".jianmu" / "notes.txt").read_text(encoding="utf-8") == "milk\n"
