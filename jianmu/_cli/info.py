@@ -28,7 +28,7 @@ from jianmu._cli.common import (
     visible,
 )
 from jianmu._cli.progress import node_kind
-from jianmu._cli.targets import load_target, skill_catalog
+from jianmu._cli.targets import is_script, load_target, skill_catalog
 from jianmu.errors import (
     MissingExtraError,
     SkillLoadError,
@@ -473,8 +473,10 @@ def to_dot(root: Behaviour) -> str:
 def cmd_tree_show(args: argparse.Namespace) -> int:
     """``jianmu tree show TARGET --format FORMAT``."""
     config = load_cli_config(args.config)
-    target = load_target(args.target, inputs=parse_inputs(args.input or []), config=config,
-                         skills_dirs=args.skills_dir)
+    inputs = parse_inputs(args.input or [])
+    if not is_script(args.target) and not Path(args.target).is_dir():
+        _refuse_prompt_skill(args.target, config, args.skills_dir)
+    target = load_target(args.target, inputs=inputs, config=config, skills_dirs=args.skills_dir)
     root = target.tree
     if args.format == "ascii":
         text = py_trees.display.ascii_tree(root)
@@ -484,3 +486,19 @@ def cmd_tree_show(args: argparse.Namespace) -> int:
         text = to_mermaid(root)
     print(printable(text.rstrip("\n")))
     return ExitCode.OK
+
+
+def _refuse_prompt_skill(name: str, config: Any, skills_dirs: list[str] | None) -> None:
+    """A prompt skill has no tree of its own to show (its model follows its body): say so,
+    rather than ask for a task and a model as running it would."""
+    from jianmu.errors import SkillLoadError, SkillNotFoundError
+
+    try:
+        skill = skill_catalog(config, skills_dirs).get(name)
+    except (SkillLoadError, SkillNotFoundError):
+        return  # load_target says what is wrong, as `jianmu run` does
+    if not skill.is_bt:
+        raise CLIError(f"skill {skill.name!r} is a prompt skill: it has no tree to show (a "
+                       "SkillNode whose model follows its body); 'jianmu tree show' takes a "
+                       f"script or a BT skill, and 'jianmu skills show {skill.name}' shows "
+                       "this one")

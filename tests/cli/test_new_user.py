@@ -156,3 +156,16 @@ def test_the_resume_hint_works_from_another_folder(
     assert command[0] == "jianmu" and main(command[1:]) == 0, capsys.readouterr()
     # the script's own relative path: in the folder the resume runs in (README says so)
     assert (elsewhere / ".jianmu" / "notes.txt").read_text(encoding="utf-8") == "milk\n"
+
+
+def test_tree_show_of_a_prompt_skill_says_it_has_no_tree(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It asked for a task, then for a model, as running the skill would."""
+    monkeypatch.chdir(REPO)
+    assert main(["tree", "show", "code-review", "--input", "task=x"]) == 2
+    err = capsys.readouterr().err
+    assert "skill 'code-review' is a prompt skill: it has no tree to show" in err, err
+    assert "jianmu skills show code-review" in err and "needs a model" not in err, err
+    assert main(["tree", "show", "workspace-report"]) == 0  # a BT skill's tree
+    assert "--> list_files" in capsys.readouterr().out
