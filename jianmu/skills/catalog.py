@@ -138,9 +138,14 @@ class SkillCatalog:
                 base = base.parent
             if not base.is_dir():
                 if base in self._required:
+                    # a relative path is read from the current folder, not the config's:
+                    # say where it was looked for, for a command run from another folder
+                    where = ("" if base.is_absolute() else
+                             f" (looked for in {str(Path.cwd())!r}: a relative path is read "
+                             "from the folder the command runs in)")
                     problem = ("is a file, not a folder of skills; name its folder" if
-                               base.exists() else "skills folder not found; fix skills.paths "
-                               "or create it")
+                               base.exists() else f"skills folder not found{where}; fix "
+                               "skills.paths or create it")
                     self.errors.append(SkillLoadError(problem, path=str(base)))
                 continue
             try:

@@ -228,3 +228,17 @@ def test_a_skills_path_that_is_a_file_says_so(tmp_path: Path) -> None:
     assert catalog.names() == ["single"]
     assert len(catalog.errors) == 1
     assert "is a file, not a folder of skills" in str(catalog.errors[0])
+
+
+def test_a_relative_skills_path_not_found_says_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config's ``skills.paths: [myskills]`` used from another folder said only "not found":
+    the path is read from the current folder, not the config file's."""
+    monkeypatch.chdir(tmp_path)
+    catalog = SkillCatalog(config=AppConfig(skills=SkillsConfig(paths=["myskills"])))
+    (error,) = catalog.errors
+    assert f"looked for in {str(tmp_path)!r}: a relative path is read from the folder the " \
+        "command runs in" in str(error), error
+    absolute = SkillCatalog(config=AppConfig(skills=SkillsConfig(paths=[str(tmp_path / "x")])))
+    assert "looked for in" not in str(absolute.errors[0])  # an absolute path says it all
