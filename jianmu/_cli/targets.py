@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import inspect
 import json
+import re
 import shlex
 import sqlite3
 import sys
@@ -293,6 +294,7 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
         raise CLIError(
             f"{path}: defines neither build_tree() nor a module-level 'tree'; add "
             "def build_tree() -> py_trees.behaviour.Behaviour" + _agent_hint(module)
+            + _main_hint(path)
         )
     if not isinstance(tree, Behaviour):
         raise CLIError(
@@ -302,6 +304,17 @@ def _script_target(path: Path, inputs: dict[str, Any], config: AppConfig) -> Tar
     launch = Launch(kind="script", target=str(path.resolve()), inputs=inputs,
                     config=_config_path(config), cwd=str(Path.cwd()))
     return Target(tree=tree, state=state, launch=launch, llm=llm)
+
+
+def _main_hint(path: Path) -> str:
+    """How to run a script that runs itself (``if __name__ == "__main__":``), as it is."""
+    try:
+        source = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    if not re.search(r"""__name__\s*==\s*["']__main__["']""", source):
+        return ""
+    return f"; or run it as it runs itself: python {shlex.quote(str(path))}"
 
 
 def _agent_hint(module: types.ModuleType, given: Any = None) -> str:

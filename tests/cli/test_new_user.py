@@ -169,3 +169,18 @@ def test_tree_show_of_a_prompt_skill_says_it_has_no_tree(
     assert "jianmu skills show code-review" in err and "needs a model" not in err, err
     assert main(["tree", "show", "workspace-report"]) == 0  # a BT skill's tree
     assert "--> list_files" in capsys.readouterr().out
+
+
+def test_a_script_that_runs_itself_is_pointed_to_python(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'jianmu run examples/skill_report.py' (a script with a main, no tree) said only to add
+    build_tree()."""
+    monkeypatch.chdir(REPO)
+    assert main(["run", "examples/skill_report.py"]) == 2
+    err = capsys.readouterr().err
+    assert "defines neither build_tree() nor a module-level 'tree'" in err, err
+    assert "or run it as it runs itself: python examples/skill_report.py" in err, err
+    (tmp_path / "plain.py").write_text("x = 1\n", encoding="utf-8")
+    assert main(["run", str(tmp_path / "plain.py")]) == 2
+    assert "runs itself" not in capsys.readouterr().err  # no main: nothing else to run
