@@ -34,5 +34,7 @@ if __name__ == "__main__":
     code = jianmu(["run", str(here / "approval_flow.py"), "--input", "note=approved in the studio",
                    "--non-interactive"])
     assert code == 3, f"the parked run exited with {code}, not 3"
-    print("\nOpen Jianmu Studio on the demo's runs (approve the parked one in the browser):")
+    # the `jianmu resume` above is .venv/bin/jianmu until the virtualenv is activated
+    print("\nThe command is .venv/bin/jianmu ('. .venv/bin/activate' puts jianmu on your PATH).")
+    print("Open Jianmu Studio on the demo's runs (approve the parked one in the browser):")
     print("  .venv/bin/jianmu studio")
