@@ -18,6 +18,7 @@ or stop at the question and decide later, from another process::
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,19 @@ def build_tree(inputs: dict[str, Any] | None = None) -> py_trees.behaviour.Behav
 STATE_SCHEMA = AgentState
 
 
+def read_answer(prompt: str) -> str:
+    """``input(prompt)``, where Ctrl-C stops the script at the first press.
+
+    Inside ``asyncio.run``, whose SIGINT handler only cancels the main task, a blocking
+    ``input()`` never saw that Ctrl-C: a person had to press it twice.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return input(prompt)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 async def main(note: str = "hello from Jianmu") -> None:
     state = StateManager(AgentState)
     runner = ReactiveRunner(build_tree({"note": note}), state)
@@ -93,7 +107,7 @@ async def main(note: str = "hello from Jianmu") -> None:
     while result.status is RunStatus.SUSPENDED:
         for request in result.pending:
             print(f"approval needed: {request.summary}")
-            yes = not sys.stdin.isatty() or input("approve? [y/N] ").strip().lower() == "y"
+            yes = not sys.stdin.isatty() or read_answer("approve? [y/N] ").strip().lower() == "y"
             if yes:
                 runner.approve(request.id)
             else:
@@ -104,4 +118,8 @@ async def main(note: str = "hello from Jianmu") -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:]))
+    try:
+        asyncio.run(main(*sys.argv[1:]))
+    except KeyboardInterrupt:  # at the prompt: the call was neither approved nor run
+        print("\nstopped: the note was not written")
+        sys.exit(130)

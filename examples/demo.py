@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import runpy
+import sys
 from pathlib import Path
 
 EXAMPLES = (
@@ -24,7 +25,11 @@ if __name__ == "__main__":
         # offline even where a model is configured (an exported OPENAI_API_KEY, say): the
         # demo installs no provider extra and must not spend a real model's tokens
         offline = {"offline": True} if "offline" in inspect.signature(main).parameters else {}
-        asyncio.run(main(**offline))
+        try:
+            asyncio.run(main(**offline))
+        except KeyboardInterrupt:  # Ctrl-C (at skill_report's prompt, say): no traceback
+            print(f"\nstopped in {name}; make demo runs it all again")
+            sys.exit(130)
 
     # a run that waits for a person, checkpointed where `jianmu run` keeps runs: the studio
     # shows it with its pending call, and approving it there finishes it

@@ -12,6 +12,7 @@ written as ``.reports/workspace-report.md``.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
@@ -31,12 +32,25 @@ from jianmu import (
 REPO = Path(__file__).resolve().parents[1]
 
 
+def read_answer(prompt: str) -> str:
+    """``input(prompt)``, where Ctrl-C stops the script at the first press.
+
+    Inside ``asyncio.run``, whose SIGINT handler only cancels the main task, a blocking
+    ``input()`` never saw that Ctrl-C: a person had to press it twice.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return input(prompt)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def ask(summary: str) -> bool:
     """Ask in the terminal; approve automatically when nobody is there to ask."""
     if not sys.stdin.isatty():
         print(f"  approval needed: {summary}\n  (no terminal: approving as the demo user)")
         return True
-    return input(f"  approval needed: {summary}\n  approve? [y/N] ").strip().lower() == "y"
+    return read_answer(f"  approval needed: {summary}\n  approve? [y/N] ").strip().lower() == "y"
 
 
 async def main(folder: str = "jianmu", workspace: str = str(REPO)) -> None:
@@ -72,4 +86,8 @@ async def main(folder: str = "jianmu", workspace: str = str(REPO)) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:]))
+    try:
+        asyncio.run(main(*sys.argv[1:]))
+    except KeyboardInterrupt:  # at the prompt: the report was neither approved nor written
+        print("\nstopped: no report was written")
+        sys.exit(130)

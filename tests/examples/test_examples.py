@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import platform
+import pty
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -112,3 +118,66 @@ def test_demo_stays_offline_where_a_model_key_is_set(tmp_path: Path) -> None:
     labels = [line for line in lines if line.startswith("LLM: ")]
     assert len(labels) == 3 and all("scripted stand-in" in line for line in labels), labels
     assert lines[-1] == "  .venv/bin/jianmu studio"
+
+
+READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}
+
+
+def _wait_until_blocked_reading(process: subprocess.Popen[str]) -> None:
+    """Wait until the process's main thread waits in read(), as a person's Ctrl-C finds it.
+
+    A signal that lands between the prompt and the read() is handled before the read starts,
+    which then waits on: any program's race, not the one under test.
+    """
+    number = READ_SYSCALL.get(platform.machine())
+    if number is None:
+        pytest.skip(f"no read() syscall number known for {platform.machine()}")
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{process.pid}/syscall").read_text().split()[0] != number:
+        assert process.poll() is None, "the example ended instead of reading its answer"
+        assert time.monotonic() < deadline, "the example never waited for its answer"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(("example", "said"), [
+    ("approval_flow.py", "stopped: the note was not written"),
+    ("skill_report.py", "stopped: no report was written"),
+    ("demo.py", "stopped in skill_report.py"),
+])
+def test_one_ctrl_c_at_an_examples_prompt_stops_it(
+    tmp_path: Path, example: str, said: str
+) -> None:
+    """The prompt's blocking input() ran inside asyncio.run, whose SIGINT handler only cancels
+    the main task: the first Ctrl-C did nothing, and the script waited on."""
+    controller, terminal = pty.openpty()  # asked only in a terminal
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
+    args = ("src", str(tmp_path)) if example == "skill_report.py" else ()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n", encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "examples" / example), *args], cwd=tmp_path,
+        env={**clean, "XDG_STATE_HOME": str(tmp_path / "state")}, stdin=terminal,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
+    )
+    os.close(terminal)
+    assert process.stdout is not None and process.stderr is not None
+    seen = ""
+    while "approve? [y/N] " not in seen:  # the prompt has no line end: read by character
+        char = process.stdout.read(1)
+        assert char, f"the example ended before it asked:\n{seen}{process.stderr.read()}"
+        seen += char
+    _wait_until_blocked_reading(process)  # a Ctrl-C just before its read() waits for the next
+    process.send_signal(signal.SIGINT)  # once; nobody answers
+    try:
+        code = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail("one Ctrl-C at the prompt did not stop the example")
+    finally:
+        os.close(controller)
+    out, err = process.stdout.read(), process.stderr.read()
+    process.stdout.close(), process.stderr.close()
+    assert code == 130 and said in out, seen + out + err
+    assert "Traceback" not in err, err
