@@ -440,7 +440,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``jianmu`` command; return its exit code."""
     from jianmu.errors import ConfigError, JianmuError
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    given = sys.argv[1:] if argv is None else list(argv)
+    if not given:  # a newcomer's first try: the commands, not "COMMAND is required"
+        parser.print_help(sys.stderr)
+        return int(ExitCode.USAGE)
+    args = parser.parse_args(given)
     _say_warnings()
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # commands that serve set theirs
         signal.signal(signal.SIGTERM, _stop_as_ctrl_c)

@@ -184,3 +184,11 @@ def test_a_script_that_runs_itself_is_pointed_to_python(
     (tmp_path / "plain.py").write_text("x = 1\n", encoding="utf-8")
     assert main(["run", str(tmp_path / "plain.py")]) == 2
     assert "runs itself" not in capsys.readouterr().err  # no main: nothing else to run
+
+
+def test_jianmu_alone_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """It said only 'the following arguments are required: COMMAND'."""
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "Jianmu: behaviour-tree workflows" in err and "    run " in err, err
+    assert "exit codes:" in err and "required" not in err, err
