@@ -337,9 +337,20 @@ def configured_llm(config: AppConfig, who: str) -> Any:
     """
     from jianmu.llm import from_config
 
-    if not (config.llm.endpoint_configured or config.llm.provider == "scripted"):
+    llm = config.llm
+    if not (llm.endpoint_configured or llm.provider == "scripted"):
+        if llm.model and llm.provider not in (None, "openai"):
+            # a model and a provider named: only the key (or a server's URL) is missing
+            variable = {"anthropic": "$ANTHROPIC_API_KEY"}.get(str(llm.provider), "llm.api_key")
+            raise CLIError(
+                f"{who} needs a model: llm names {llm.model!r} of provider {llm.provider!r}, "
+                f"with no API key: set {variable} (or llm.api_key), or llm.base_url for a "
+                "server that needs none"
+            )
+        named, fix = ((f"llm names {llm.model!r} with no server and no API key", "set")
+                      if llm.model else ("none is configured", "set llm.model in the config, with"))
         raise CLIError(
-            f"{who} needs a model, and none is configured: set llm.model in the config, with "
+            f"{who} needs a model, and {named}: {fix} "
             "llm.base_url (any OpenAI-compatible server) or an API key (llm.api_key, else "
             "$OPENAI_API_KEY, or $ANTHROPIC_API_KEY with llm.provider: anthropic); the "
             "shipped configs/jianmu.yaml reads JIANMU_LLM_BASE_URL and JIANMU_LLM_MODEL"

@@ -192,3 +192,27 @@ def test_jianmu_alone_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> 
     err = capsys.readouterr().err
     assert "Jianmu: behaviour-tree workflows" in err and "    run " in err, err
     assert "exit codes:" in err and "required" not in err, err
+
+
+@pytest.mark.parametrize(("llm", "said", "not_said"), [
+    ("provider: anthropic\n  model: claude-sonnet-4-5",
+     "llm names 'claude-sonnet-4-5' of provider 'anthropic', with no API key: set "
+     "$ANTHROPIC_API_KEY (or llm.api_key)", "none is configured"),
+    ("model: gpt-4o", "llm names 'gpt-4o' with no server and no API key: set llm.base_url",
+     "set llm.model"),
+    ("timeout: 30", "none is configured: set llm.model in the config", "llm names"),
+])
+def test_a_model_without_its_key_is_told_what_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    llm: str, said: str, not_said: str,
+) -> None:
+    """A config naming its provider and model (the key alone missing) was told that no model
+    was configured, and to set llm.model."""
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"llm:\n  {llm}\n", encoding="utf-8")
+    assert main(["run", "code-review", "--skills-dir", str(REPO / "skills"), "-i", "task=x",
+                 "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and not_said not in err, err
