@@ -99,10 +99,15 @@ async def _enqueue(count: int) -> None:
 
 async def _wait(timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
+    said = False
     while True:  # every run here gets its answers, so every run ends
         busy = [r for r in engine.runs() if r.status not in ("success", "failure", "cancelled")]
         if not busy:
             break
+        if not said:  # a client runs nothing itself: with no worker up, it would wait mutely
+            print(f"waiting for {len(busy)} run(s) to finish; workers run them: "
+                  "jianmu worker examples/scale_app.py:engine", flush=True)
+            said = True
         if time.monotonic() > deadline:
             raise SystemExit(f"{len(busy)} runs have not finished: {busy[0]}")
         await asyncio.sleep(0.5)

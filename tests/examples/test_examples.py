@@ -181,3 +181,25 @@ def test_one_ctrl_c_at_an_examples_prompt_stops_it(
     process.stdout.close(), process.stderr.close()
     assert code == 130 and said in out, seen + out + err
     assert "Traceback" not in err, err
+
+
+def test_scale_app_wait_says_it_waits_for_workers(tmp_path: Path) -> None:
+    """With no worker up, `python examples/scale_app.py wait` waited for minutes saying
+    nothing (a client runs no run itself)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("JIANMU_", "OPENAI_"))}
+    env = {**clean, "XDG_STATE_HOME": str(tmp_path)}  # the app's SQLite file, no worker
+    script = str(REPO / "examples" / "scale_app.py")
+    enqueued = subprocess.run([sys.executable, script, "enqueue", "1"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+    assert enqueued.stdout.strip() == "enqueued 1 runs", enqueued.stdout + enqueued.stderr
+    waiting = subprocess.Popen([sys.executable, script, "wait"], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert waiting.stdout is not None
+        line = waiting.stdout.readline()
+    finally:
+        waiting.kill()
+        waiting.wait()
+        waiting.stdout.close(), waiting.stderr.close()  # type: ignore[union-attr]
+    assert line == ("waiting for 1 run(s) to finish; workers run them: "
+                    "jianmu worker examples/scale_app.py:engine\n"), line
