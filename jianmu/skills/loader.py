@@ -318,8 +318,11 @@ def _pydantic_error(exc: ValidationError, where: str, lines: dict[tuple[Any, ...
     def line_of(loc: tuple[Any, ...]) -> int | None:
         return lines.get(loc) or lines.get(loc[:-1]) or lines.get(loc[:1])
 
-    # report the problem nearest the top of the file first, as an editor would
-    errors = sorted(exc.errors(), key=lambda e: line_of(tuple(e["loc"])) or 0)
+    # report the problem nearest the top of the file first, as an editor would; a missing
+    # field (which has no line) last: a misspelt key ('descripton') is also a missing one,
+    # and the misspelling, with its line and the key meant, is what to fix
+    errors = sorted(exc.errors(), key=lambda e: (e["type"] == "missing",
+                                                 line_of(tuple(e["loc"])) or 0))
     first = errors[0]
     loc = tuple(first["loc"])
     dotted = ".".join(str(p) for p in loc) or "<front matter>"

@@ -275,3 +275,16 @@ def test_a_blank_description_is_refused(tmp_path: Path) -> None:
     assert (info.value.line, info.value.field) == (3, "description")
     skill = load_skill(_write(tmp_path / "later", 'name: later\ndescription: "\\nDoes it."\n'))
     assert skill.summary() == "later (prompt): Does it."
+
+
+def test_a_misspelt_required_key_is_named_as_misspelt(tmp_path: Path) -> None:
+    """'descripton:' was reported as "the required field 'description' is missing", on the
+    name's line, with the misspelling only in the 'also' list."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: notes\ndescripton: Takes notes.\n---\nBody.\n",
+                                     encoding="utf-8")
+    with pytest.raises(SkillLoadError) as info:
+        load_skill(folder)
+    assert info.value.line == 3 and info.value.field == "descripton", str(info.value)
+    assert "unknown key 'descripton'; did you mean 'description'?" in str(info.value)
