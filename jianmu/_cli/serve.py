@@ -251,10 +251,17 @@ def cmd_studio(args: argparse.Namespace) -> int:
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             app.state.closing.set()
             super().handle_exit(sig, frame)
+            # a stop signal is how a studio ends: not raised again once it stopped (uvicorn
+            # does, and the command then ended as a run cut short: 'error: interrupted', 4)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
 
     server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                    timeout_graceful_shutdown=1))
     server.run(sockets=[listener])
+    if server.should_exit:
+        print("stopped", flush=True)  # as `mcp serve` says it
     return ExitCode.OK
 
 

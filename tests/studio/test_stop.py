@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support.studio import free_port
 
@@ -60,3 +61,30 @@ def test_ctrl_c_with_a_page_open_tells_the_page_and_stops_cleanly(
             studio.wait()
     assert "event: closing" in said
     assert "Traceback" not in err and "ERROR" not in err, err
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_studio_stopped_ends_cleanly_not_as_an_error(
+        checkpoints: Path, run_id: str, stop: int) -> None:
+    """Stopping the studio, as its help says (serve until Ctrl-C), printed 'jianmu: error:
+    interrupted' and exited 4, as a run cut short does."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    studio = subprocess.Popen(
+        [sys.executable, "-m", "jianmu", "studio", "--checkpoints", str(checkpoints),
+         "--port", str(port), "--token", TOKEN],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's
+    try:
+        assert studio.stdout is not None
+        for line in studio.stdout:  # serving once it printed its URL
+            if line.startswith("open: "):
+                break
+        studio.send_signal(stop)
+        out, err = studio.communicate(timeout=60)
+    finally:
+        if studio.poll() is None:
+            studio.kill()
+            studio.wait()
+    assert studio.returncode == 0 and out.strip() == "stopped", (studio.returncode, out, err)
+    assert "error" not in err and "Traceback" not in err, err
