@@ -159,11 +159,12 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
         return ExitCode.OK
-    _print(shown)
+    # as `jianmu run` gives it: the hints work pasted from any folder, under this config
+    _print(shown, f" --config {shlex.quote(os.path.abspath(args.config))}" if args.config else "")
     return ExitCode.OK
 
 
-def _print(shown: dict[str, Any]) -> None:
+def _print(shown: dict[str, Any], config_flag: str = "") -> None:
     console = make_console()
     status = str(shown["status"])
     style = {"success": "green", "failure": "red", "suspended": "yellow",
@@ -210,10 +211,12 @@ def _print(shown: dict[str, Any]) -> None:
         first = ApprovalRequest.from_dict(shown["pending"][0])
         said = escape(shlex.quote(visible(first.id)))
         console.print(f"resume with: jianmu resume {run_id} --answer {said} TEXT"
-                      if first.question is not None else
-                      f"resume with: jianmu resume {run_id} --approve {said}")
+                      f"{escape(config_flag)}" if first.question is not None else
+                      f"resume with: jianmu resume {run_id} --approve {said}"
+                      f"{escape(config_flag)}")
     if points:
-        console.print(f"fork with: jianmu runs fork {run_id} --at POINT [--set KEY=VALUE]")
+        console.print(f"fork with: jianmu runs fork {run_id} --at POINT [--set KEY=VALUE]"
+                      f"{escape(config_flag)}")
 
 
 def cmd_runs_fork(args: argparse.Namespace) -> int:

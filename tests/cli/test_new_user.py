@@ -216,3 +216,26 @@ def test_a_model_without_its_key_is_told_what_is_missing(
                  "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert said in err and not_said not in err, err
+
+
+def test_runs_show_hints_name_the_config_they_need(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'jianmu runs show RUN --config C' hinted 'jianmu resume RUN --approve ID' without the
+    config, whose checkpoint file alone holds the run: pasted, it found no run."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(project)
+    (project / "my config.yaml").write_text(
+        f"runtime:\n  checkpoint_path: {tmp_path / 'runs.sqlite'}\n", encoding="utf-8")
+    assert main(["run", str(REPO / "examples" / "approval_flow.py"), "-i", "note=milk",
+                 "--non-interactive", "--config", "my config.yaml"]) == 3
+    run_id, _pending = pending_of(capsys.readouterr().out)
+    assert main(["runs", "show", run_id, "--config", "my config.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    hint = next(line for line in lines if line.startswith("resume with: "))
+    forked = next(line for line in lines if line.startswith("fork with: "))
+    assert forked.endswith(f"--config {shlex.quote(str(project / 'my config.yaml'))}"), forked
+    monkeypatch.chdir(elsewhere)
+    command = shlex.split(hint.removeprefix("resume with: "))
+    assert command[0] == "jianmu" and main(command[1:]) == 0, capsys.readouterr()
