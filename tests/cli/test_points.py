@@ -161,7 +161,9 @@ def test_show_says_how_to_answer_a_question(project: Project) -> None:
     shown = project.jianmu("runs", "show", run_id)
     assert shown.code == 0, shown.text
     hint = re.search(r"^resume with: (.+)$", shown.out, re.M)
-    assert hint and hint.group(1) == f"jianmu resume {run_id} --answer 'ask:ask flow/ask' TEXT"
+    # with the config the run is saved under, as `jianmu run` gives it
+    assert hint and hint.group(1) == (f"jianmu resume {run_id} --answer 'ask:ask flow/ask' TEXT"
+                                      f" --config {shlex.quote(str(project.config))}")
     argv = shlex.split(hint.group(1).replace("TEXT", "Lisbon"))
     done = project.jianmu(*argv[1:])  # as a person would type it
     assert done.code == 0, done.text
