@@ -259,7 +259,10 @@ def cmd_studio(args: argparse.Namespace) -> int:
 
     server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
                                    timeout_graceful_shutdown=1))
-    server.run(sockets=[listener])
+    try:
+        server.run(sockets=[listener])
+    except KeyboardInterrupt:  # a Ctrl-C before uvicorn took the signals over: as one after
+        server.should_exit = True
     if server.should_exit:
         print("stopped", flush=True)  # as `mcp serve` says it
     return ExitCode.OK

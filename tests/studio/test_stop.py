@@ -80,6 +80,9 @@ def test_a_studio_stopped_ends_cleanly_not_as_an_error(
         for line in studio.stdout:  # serving once it printed its URL
             if line.startswith("open: "):
                 break
+        # answered: uvicorn serves, so it handles the signals (a person is never this quick)
+        assert httpx.get(f"http://127.0.0.1:{port}/?token={TOKEN}", timeout=60).status_code in \
+            (200, 303)  # 303: to the page, its token now a cookie
         studio.send_signal(stop)
         out, err = studio.communicate(timeout=60)
     finally:
