@@ -194,6 +194,10 @@ class _Story:
         self.edited: dict[str, Any] = {}  # the arguments a person gave a call, by request id
         self.model_started: dict[str, float] = {}
         self.answered: set[str] = set()
+        # requests asked and not decided yet: a run resumed with one of several decided
+        # records the others' questions again (its new process had not seen them asked),
+        # though no one was asked anything new
+        self.waiting: set[str] = set()
         self.open_skills = 0
         self.call_depths: dict[str, int] = {}  # each call's entries' depth, by request id
 
@@ -290,11 +294,16 @@ class _Story:
             rule = f" (rule {f['rule']})" if f.get("rule") else ""
             return "guard", f"guard {verb}: {tool}", f"{f.get('reason') or ''}{rule}"
         if name == "interaction.asked":
+            request = str(f.get("request_id") or "")
+            if request and request in self.waiting:
+                return None
+            self.waiting.add(request)
             why = f"why: {f.get('reason')}" if f.get("reason") else ""
             args = pretty_json(f.get("arguments")) if f.get("arguments") is not None else ""
             return "ask", f"asked: {tool}", "\n".join(p for p in (args, why) if p)
         if name in ("interaction.answered", "studio.answered"):  # a question (ask_user)
             request = str(f.get("request_id") or "")
+            self.waiting.discard(request)
             if name.startswith("studio.") and request in self.answered:
                 return None
             self.answered.add(request)
@@ -306,6 +315,7 @@ class _Story:
                     "studio.rejected"):
             approved = name.endswith("approved")
             request = str(f.get("request_id") or "")
+            self.waiting.discard(request)
             if name.startswith("studio.") and request in self.answered:
                 return None  # the run's own record of the answer says it already
             self.answered.add(request)
