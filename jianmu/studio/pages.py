@@ -172,15 +172,18 @@ def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
 
 def _question(r: dict[str, Any]) -> str:
     """A question a run asks (``ask_user``, `AskUser`): its text and a box for the answer."""
+    call = _name(r["id"])  # each control names its question: a screen reader reads it alone
     return (
-        f'<div class="request question" data-id="{_e(r["id"])}" data-kind="question"><h3>'
+        f'<div class="request question" data-id="{_e(r["id"])}" data-kind="question" '
+        f'role="group" aria-label="question {call}"><h3>'
         f'<span class="tool">question</span> <code class="call-id">{_name(r["id"])}</code></h3>'
         + (f'<p class="asker">asked by the sub-agent {_e(r["asker"])}</p>' if r.get("asker")
            else "")
         + f'<p class="question-text">{_e(r["question"])}</p>'
         '<div class="actions"><textarea class="answer-text" rows="3" '
-        'placeholder="your answer (the run reads it)"></textarea>'
-        '<button type="button" class="answer">Answer</button></div></div>'
+        f'placeholder="your answer (the run reads it)" aria-label="your answer to {call}">'
+        f'</textarea><button type="button" class="answer" aria-label="Answer {call}">Answer'
+        '</button></div></div>'
     )
 
 
@@ -191,17 +194,22 @@ def _request(r: dict[str, Any]) -> str:
                              if r["rule"] else "")
     details = (f'<h4>details</h4><pre class="details">{_e(r["details"])}</pre>'
                if r["details"] else "")
+    # each control names its call (several may wait): "Approve" alone, read by a screen
+    # reader, does not say which call it lets run
+    call = f'{_e(r["tool"])} {_name(r["id"])}'
     return (
-        f'<div class="request" data-id="{_e(r["id"])}"><h3><span class="tool">{_e(r["tool"])}'
+        f'<div class="request" data-id="{_e(r["id"])}" role="group" aria-label="approval: '
+        f'{call}"><h3><span class="tool">{_e(r["tool"])}'
         f'</span> <code class="call-id">{_name(r["id"])}</code></h3>'
         f'<p class="summary">{_e(r["summary"])}</p><p class="why">why: {why}</p>'
         f'<h4>arguments</h4><pre class="arguments">{_e(r["arguments"])}</pre>{details}'
         '<details class="edit"><summary>edit the arguments, then approve</summary>'
-        f'<textarea class="edit-arguments" rows="6" spellcheck="false">{_e(r["arguments"])}'
-        '</textarea></details>'
-        '<div class="actions"><button type="button" class="approve">Approve</button>'
-        '<input class="reason" type="text" placeholder="reason (the model sees it)">'
-        '<button type="button" class="reject">Reject</button></div></div>'
+        f'<textarea class="edit-arguments" rows="6" spellcheck="false" aria-label="arguments '
+        f'of {call} (JSON: edit, then approve)">{_e(r["arguments"])}</textarea></details>'
+        f'<div class="actions"><button type="button" class="approve" aria-label="Approve {call}">'
+        'Approve</button><input class="reason" type="text" placeholder="reason (the model sees '
+        f'it)" aria-label="reason for {call} (the model sees it)"><button type="button" '
+        f'class="reject" aria-label="Reject {call}">Reject</button></div></div>'
     )
 
 

@@ -297,6 +297,9 @@ function drawQuestion(r) {
   const box = el("div", "request question");
   box.dataset.id = r.id;
   box.dataset.kind = "question";
+  const call = visible(r.id);  // each control names its question (as the server draws it)
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", `question ${call}`);
   const h = el("h3");
   h.append(el("span", "tool", "question"), " ", el("code", "call-id", visible(r.id)));
   box.append(h);
@@ -306,8 +309,10 @@ function drawQuestion(r) {
   const text = el("textarea", "answer-text");
   text.rows = 3;
   text.placeholder = "your answer (the run reads it)";
+  text.setAttribute("aria-label", `your answer to ${call}`);
   const answer = el("button", "answer", "Answer");
   answer.type = "button";
+  answer.setAttribute("aria-label", `Answer ${call}`);
   actions.append(text, answer);
   box.append(actions);
   return box;
@@ -317,6 +322,11 @@ export function drawRequest(r) {
   if (r.kind === "question") return drawQuestion(r);
   const box = el("div", "request");
   box.dataset.id = r.id;
+  // each control names its call (several may wait): "Approve" alone, read by a screen
+  // reader, does not say which call it lets run (as the server draws it)
+  const call = `${r.tool} ${visible(r.id)}`;
+  box.setAttribute("role", "group");
+  box.setAttribute("aria-label", `approval: ${call}`);
   const h = el("h3");
   h.append(el("span", "tool", r.tool), " ", el("code", "call-id", visible(r.id)));
   box.append(h, el("p", "summary", r.summary));
@@ -328,16 +338,20 @@ export function drawRequest(r) {
   const area = el("textarea", "edit-arguments", r.arguments);
   area.rows = 6;
   area.spellcheck = false;
+  area.setAttribute("aria-label", `arguments of ${call} (JSON: edit, then approve)`);
   edit.append(el("summary", null, "edit the arguments, then approve"), area);
   box.append(edit);
   const actions = el("div", "actions");
   const approve = el("button", "approve", "Approve");
   approve.type = "button";
+  approve.setAttribute("aria-label", `Approve ${call}`);
   const reason = el("input", "reason");
   reason.type = "text";
   reason.placeholder = "reason (the model sees it)";
+  reason.setAttribute("aria-label", `reason for ${call} (the model sees it)`);
   const reject = el("button", "reject", "Reject");
   reject.type = "button";
+  reject.setAttribute("aria-label", `Reject ${call}`);
   actions.append(approve, reason, reject);
   box.append(actions);
   return box;
