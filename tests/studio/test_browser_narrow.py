@@ -56,3 +56,29 @@ def test_a_narrow_window_scrolls_no_page_sideways(
         _no_alert(driver)
     finally:
         driver.set_window_size(size["width"], size["height"])
+
+
+def test_a_narrow_windows_graph_shows_the_whole_tree_it_fitted(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    """One under the other, the graph box was squeezed to 150 px (the height the graph set
+    itself was lost): fitted to 300 px, only the root showed, the suspended node out of view."""
+    from selenium.webdriver.common.by import By
+
+    url, _ = studio
+    size = driver.get_window_size()
+    driver.set_window_size(560, 900)
+    try:
+        driver.get(f"{url}/?token={TOKEN}")
+        driver.find_element(By.CSS_SELECTOR, "tr.run a").click()
+        _until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree g.node")) == 4,
+               "the graph")
+        outside = driver.execute_script(
+            "const box = document.getElementById('tree').getBoundingClientRect();"
+            "return Array.from(document.querySelectorAll('#tree g.node')).filter((g) => {"
+            "  const b = g.getBoundingClientRect();"
+            "  return b.top < box.top || b.bottom > box.bottom || b.left < box.left ||"
+            "         b.right > box.right; }).map((g) => g.dataset.node);")
+        assert outside == []
+        _no_alert(driver)
+    finally:
+        driver.set_window_size(size["width"], size["height"])
