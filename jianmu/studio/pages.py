@@ -36,7 +36,12 @@ def _wrapped_name(value: Any) -> str:
     """`_name`, with a ``<wbr>`` every 64 characters of a word longer than that: Chromium
     wraps such a word at any point in time that grows with its square (a tree named with
     50,000 characters held the runs list for seconds); the text read or copied is the same."""
-    parts = _LONG_WORD.split(shown("" if value is None else str(value)))
+    return _breakable(shown("" if value is None else str(value)))
+
+
+def _breakable(text: str) -> str:
+    """``text`` escaped, with a ``<wbr>`` every 64 characters of a word longer than that."""
+    parts = _LONG_WORD.split(text)
     return "".join("<wbr>".join(_e(part[i:i + 64]) for i in range(0, len(part), 64))
                    if n % 2 else _e(part) for n, part in enumerate(parts))
 
@@ -238,7 +243,7 @@ def _timeline(items: list[dict[str, Any]], points: list[dict[str, Any]]) -> str:
             out.append(_entry(loose[next_loose]))
             next_loose += 1
         said = grouped.get(point["n"], [])
-        changes = "" if said else f'<span class="changes">{_e(point["label"])}</span>'
+        changes = "" if said else f'<span class="changes">{_breakable(point["label"])}</span>'
         inner = f'<ol class="entries">{"".join(_entry(i) for i in said)}</ol>' if said else ""
         out.append(f'<li class="point-group" data-point="{_e(point["n"])}"><div class='
                    f'"point-head"><span class="point">{_e(point["n"])}</span>{changes}</div>'

@@ -124,7 +124,11 @@ function pointGroup(p, said) {
   group.dataset.point = String(p.n);
   const head = el("div", "point-head");
   head.append(el("span", "point", String(p.n)), el("span", "when", clock(p.time)));
-  if (!said.length) head.append(el("span", "changes", p.label));
+  if (!said.length) {  // node names: a long one breaks within the list, not past its edge
+    const changes = el("span", "changes");
+    appendBreakable(changes, p.label);
+    head.append(changes);
+  }
   group.append(head);
   if (said.length) {
     const ul = el("ol", "entries");
@@ -268,7 +272,8 @@ export function drawDetails(box, node, entries) {
   row(dl, "namespace", node.namespace ? visible(node.namespace) : "(the root state)");
   row(dl, "reads", (node.reads || []).map(visible));
   row(dl, "writes", (node.writes || []).map(visible));
-  const head = el("h3", "node-name", visible(node.name));
+  const head = el("h3", "node-name");  // a long name wraps in the panel, as its path does
+  appendBreakable(head, visible(node.name));
   const parts = [head, dl];
   if (node.error) parts.push(el("h4", null, "last error"), el("pre", "error", node.error));
   // a sub-agent's turns and calls are made by the nodes of its own tree, which hangs at
