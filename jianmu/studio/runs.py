@@ -265,6 +265,10 @@ class CheckpointRuns:
                           errors=frame.errors if frame is not None else None,
                           written=frame.written if frame is not None else None,
                           agents=agent_statuses(events))
+        if status == "stopped":  # its process died mid-tick: nothing it was in runs any more
+            for row in nodes:
+                if row["status"] == "running":
+                    row["status"] = "stopped"
         names = {row["key"]: row["name"] for row in nodes}
         other = _other_version(run_id, loaded)
         rebuilds = self._rebuilds(run_id)  # opens the launch records: once a view

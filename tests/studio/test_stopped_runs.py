@@ -79,6 +79,10 @@ def test_a_run_whose_process_was_killed_shows_as_stopped_and_resumes(
     assert 'status-stopped">stopped<' in client.get("/?status=stopped").text
     view = client.get("/api/run/cp/killed").json()
     assert view["status"] == "stopped" and "jianmu resume killed" in view["note"]
+    # nothing runs any more: the nodes it was in are drawn stopped, not running for ever
+    statuses = {n["name"]: n["status"] for n in view["nodes"]}
+    assert "running" not in statuses.values(), statuses
+    assert statuses["ReAct.tools"] == "stopped" and statuses["ReAct.llm"] == "success"
     assert run_points(store, "killed")["status"] == "stopped"
     # what the note says works: the run goes on from its last checkpoint
     runner = ReactiveRunner.restore(create_react_node(ScriptedLLM(SCRIPT), [quick, slow]),
