@@ -11,12 +11,33 @@ from jianmu.nodes.sealed import RefusedTurn
 from jianmu.runtime.points import describe_node, walk_tree
 from jianmu.studio.runs import Journal, decision_message, verb
 from jianmu.studio.timeline import durable_timeline, event_timeline, shown
-from jianmu.studio.views import final_answer, node_rows, pending_rows, usage_text
+from jianmu.studio.views import final_answer, node_rows, pending_rows, usage_text, usage_words
 
 if TYPE_CHECKING:
     from jianmu.durable import DurableEngine
 
 __all__ = ("DurableRuns",)
+
+
+def steps_usage(steps: list[dict[str, Any]]) -> str:
+    """What a durable run spent, in `usage_words`' words, from the steps it recorded: each
+    model turn's usage (one request when it counts none), each tool call that ran (not one
+    settled as maybe done at a takeover, which was not run again)."""
+    spent = {"requests": 0, "tool_calls": 0, "input_tokens": 0, "output_tokens": 0,
+             "cache_read_tokens": 0, "estimated_requests": 0}
+    for step in steps:
+        name, output = str(step.get("name", "")), step.get("output")
+        if name.startswith("jianmu:model:") and not isinstance(output, RefusedTurn):
+            usage = getattr(output, "usage", None)
+            spent["requests"] += getattr(usage, "requests", 0) or 1
+            for key in ("input_tokens", "output_tokens", "cache_read_tokens",
+                        "estimated_requests"):
+                value = getattr(usage, key, 0)
+                spent[key] += value if isinstance(value, int) else 0
+        elif name.startswith("jianmu:tool:") and hasattr(output, "ok") and not getattr(
+                output, "maybe_done", False):  # it ran (one that failed too), as a run counts
+            spent["tool_calls"] += 1
+    return usage_words(spent) if spent["requests"] or spent["tool_calls"] else ""
 
 
 class DurableRuns:
@@ -78,7 +99,9 @@ class DurableRuns:
             "nodes": rows, "pending": pending_rows(list(info.pending)), "state": state,
             "timeline": entries, "result": final_answer(state),
             "error": shown(info.error or ""),
-            "usage": usage_text(state), "note": f"worker: {info.worker or '-'}", "points": [],
+            # until it ends its state is the worker's: what it spent so far is in its steps
+            "usage": usage_text(state) or steps_usage(steps),
+            "note": f"worker: {info.worker or '-'}", "points": [],
             "changed": [],
             "forked_from": None,
             "can_fork": False,

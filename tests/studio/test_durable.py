@@ -65,6 +65,9 @@ def test_answer_a_durable_run(workers: Workers, studio: tuple[TestClient, Any], 
     [request] = view["pending"]
     assert request["id"] == "deploy_1" and request["tool"] == "deploy"
     assert '"target": "prod"' in request["arguments"]
+    # what it spent so far, from the steps it recorded (its state is the worker's until it ends)
+    assert re.fullmatch(r"1 model request · 0 tool calls · \d+ in / \d+ out tokens.*",
+                        view["usage"]), view["usage"]
     page = http.get(f"/run/durable/{run_id}").text
     assert "deploy_1" in page and run_id in http.get("/?status=suspended").text
     csrf = re.search(r'<meta name="csrf" content="([^"]+)">', page)
@@ -77,6 +80,9 @@ def test_answer_a_durable_run(workers: Workers, studio: tuple[TestClient, Any], 
     view = wait_for(lambda: _view(http, run_id, "success", "failure"), what="the run to end")
     assert view["status"] == "success"
     assert out.exists() is approve
+    # the steps say what the run's own count says once it ended
+    from jianmu.studio.durable_runs import steps_usage
+    assert steps_usage(client.steps(run_id)) == view["usage"]
     assert ("finished: deployed" == view["result"]) is approve
     verb = "approved" if approve else "rejected"
     assert any(t["title"] == f"{verb} by tester: deploy_1" and t["text"] == "checked"
