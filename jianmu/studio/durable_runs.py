@@ -89,6 +89,13 @@ class DurableRuns:
         for row in rows:
             if row["path"] in asking:
                 row["status"] = "suspended"
+        by_key = {row["key"]: row for row in rows}
+        for row in rows:  # a composite with no step of its own runs while a node in it does
+            if row["status"] in ("running", "suspended"):
+                above = by_key.get(row["parent"])
+                while above is not None and above["status"] == "invalid":
+                    above["status"] = "running"
+                    above = by_key.get(above["parent"])
         entries = durable_timeline(steps)
         answered = {e.get("call") for e in entries if e["kind"] == "decision"}
         entries += [e for e in event_timeline(self.journal.events(run_id))

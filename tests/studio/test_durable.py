@@ -65,6 +65,13 @@ def test_answer_a_durable_run(workers: Workers, studio: tuple[TestClient, Any], 
     [request] = view["pending"]
     assert request["id"] == "deploy_1" and request["tool"] == "deploy"
     assert '"target": "prod"' in request["arguments"]
+    # the nodes it waits in run, down to the one asking (the composites between said "not run")
+    rows = {n["key"]: n for n in view["nodes"]}
+    [asking] = [n for n in view["nodes"] if n["status"] == "suspended"]
+    above = rows.get(asking["parent"])
+    while above is not None:
+        assert above["status"] == "running", above
+        above = rows.get(above["parent"])
     # what it spent so far, from the steps it recorded (its state is the worker's until it ends)
     assert re.fullmatch(r"1 model request · 0 tool calls · \d+ in / \d+ out tokens.*",
                         view["usage"]), view["usage"]
