@@ -480,8 +480,12 @@ def durable_timeline(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             verb = "approved" if output.get("approved") else "rejected"
             who, note = _signed(str(output.get("message") or ""))
             by = f" by {who}" if who else ""
-            entry = {"kind": "decision", "title": f"{verb}{by}: {output.get('call_id')}",
-                     "text": note, "call": output.get("call_id")}
+            edit = ""
+            if output.get("arguments") is not None:  # what ran is the person's, not the model's
+                edit = "edited arguments:\n" + pretty_json(output.get("arguments"))
+            entry = {"kind": "decision",
+                     "title": f"{verb}{by}{' (edited)' if edit else ''}: {output.get('call_id')}",
+                     "text": "\n".join(p for p in (edit, note) if p), "call": output.get("call_id")}
         elif name.startswith("jianmu:model:") and isinstance(output, RefusedTurn):
             entry = {"kind": "error", "title": f"model turn refused · {_seconds(took)}",
                      "text": str(output), "node": name[len("jianmu:model:"):]}

@@ -120,3 +120,20 @@ def test_a_run_waiting_for_answers_says_answers_not_approvals() -> None:
         "sub-agent researcher waits for 1 answer(s)",
         "waits for 1 approval(s) and 2 answer(s)",
         "waits for 1 approval(s)"]
+
+
+def test_a_durable_approval_with_edited_arguments_says_what_the_person_changed_them_to() -> None:
+    """As a checkpointed run's timeline says it: it read "approved by alice: d1", as if the
+    model's arguments had run."""
+    from jianmu.studio.timeline import durable_timeline
+
+    def decision(arguments: dict[str, str] | None) -> dict[str, object]:
+        return {"name": "DBOS.recv", "error": None, "started": 1.0, "completed": 1.0,
+                "output": {"kind": "jianmu.approval", "call_id": "d1", "approved": True,
+                           "message": "ok (approved by alice in Jianmu Studio)",
+                           "arguments": arguments}}
+
+    edited, plain = durable_timeline([decision({"target": "staging"}), decision(None)])
+    assert (edited["title"], edited["text"]) == (
+        "approved by alice (edited): d1", 'edited arguments:\n{\n  "target": "staging"\n}\nok')
+    assert (plain["title"], plain["text"]) == ("approved by alice: d1", "ok")
