@@ -273,7 +273,8 @@ def _time_bar(view: dict[str, Any]) -> str:
         '<div id="fork-panel" class="fork-panel" hidden><p>The new run starts from this point '
         "with the state below (edit it as JSON); the original run is not changed. Tool calls "
         "that finished before this point do not run again; later ones go through the guard."
-        '</p><textarea data-role="fork-state" spellcheck="false" rows="14"></textarea>'
+        '</p><textarea data-role="fork-state" spellcheck="false" rows="14" aria-label="the state '
+        'the new run starts from (JSON)"></textarea>'
         '<div class="actions"><button type="button" data-role="fork-start">Start the fork'
         '</button><button type="button" data-role="fork-cancel">Cancel</button></div>'
         '<p id="fork-msg" role="status"></p></div></section>'

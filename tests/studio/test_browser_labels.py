@@ -101,3 +101,27 @@ def test_a_sub_agents_approval_and_question_from_the_keyboard(
     _until(driver, lambda d: _text(d, "#status") == "success", "the run to finish")
     assert "the blue one" in _text(driver, "#timeline")
     _no_alert(driver)
+
+
+def test_the_graph_and_the_fork_box_are_named_controls(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    """The graph was an image (whose children a screen reader does not read) holding the
+    nodes Tab goes through; the fork box's text area had no name."""
+    from selenium.webdriver.common.by import By
+
+    url, checkpoints = studio
+    run_id = start_suspended(checkpoints, "prod")
+    driver.get(f"{url}/?token={TOKEN}")
+    driver.get(f"{url}/run/cp/{run_id}")
+    _until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#tree g.node")) == 4,
+           "the graph")
+    graph = driver.find_element(By.CSS_SELECTOR, "#tree svg")
+    assert graph.aria_role == "group" and graph.accessible_name == "the run's tree"
+    node = driver.find_element(By.CSS_SELECTOR, '#tree g.node[data-key="0/1"]')
+    assert node.aria_role == "button"
+    assert node.accessible_name.endswith("execute ToolExecutor · suspended")
+    driver.find_element(By.CSS_SELECTOR, "[data-role=fork]").click()
+    box = driver.find_element(By.CSS_SELECTOR, "[data-role=fork-state]")
+    _until(driver, lambda d: box.get_attribute("value"), "the state to fork")
+    assert box.accessible_name == "the state the new run starts from (JSON)"
+    _no_alert(driver)

@@ -63,7 +63,9 @@ export class Graph {
     this.selected = null;
     this.view = {x: 20, y: 20, k: 1};
     this.fitted = false;
-    this.svg = svg("svg", {class: "graph-svg", role: "img", "aria-label": "the run's tree"});
+    // a group, not an image: an image's children are hidden from a screen reader, and the
+    // nodes and folds inside are controls (Tab reaches them, Enter opens or folds)
+    this.svg = svg("svg", {class: "graph-svg", role: "group", "aria-label": "the run's tree"});
     this.layer = svg("g", {class: "viewport"});
     this.svg.append(this.layer);
     box.replaceChildren(this.svg);
@@ -173,7 +175,9 @@ export class Graph {
   }
 
   _node(n, x, y, w, text, childCount, open) {
-    const g = svg("g", {class: "node", transform: `translate(${x},${y})`, tabindex: 0});
+    // a button (Enter opens its details), named by its <title>: path, type and status
+    const g = svg("g", {class: "node", transform: `translate(${x},${y})`, tabindex: 0,
+                        role: "button"});
     g.setAttribute("data-node", n.path);
     g.setAttribute("data-key", n.key);
     g.setAttribute("data-kind", n.kind);
