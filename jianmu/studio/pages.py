@@ -120,7 +120,7 @@ def runs_page(runs: list[dict[str, Any]], status: str | None, csrf: str,
     there = (f'<a href="{_query(status=status, scope="all")}"'
              + (' class="on"' if everywhere else "") + ' data-role="scope-all">all projects</a>')
     rows = "".join(
-        f'<tr class="run" data-run="{_e(r["run_id"])}"><td><a href="'
+        f'<tr class="run" data-run="{_e(r["run_id"])}"><td class="id"><a href="'
         f'{_e(run_href(r["source"], r["run_id"]))}">{_name(r["run_id"])}</a></td>'
         f'<td>{_wrapped_name(r["tree"])}</td>'
         f'<td><span class="status status-{_e(r["status"])}">{_e(r["status"])}</span></td>'

@@ -50,6 +50,33 @@ def test_a_long_named_run_breaks_no_other_cell_of_the_list(
     _no_alert(driver)
 
 
+def test_a_long_tree_name_leaves_each_run_id_on_one_line(
+        driver: Any, studio: tuple[str, Path]) -> None:  # noqa: F811
+    """A run id is what `jianmu resume` takes: squeezed by another row's long tree name,
+    "9f3c1e2a4b5d" broke into three lines and "tripped2" into two."""
+    import py_trees
+    from selenium.webdriver.common.by import By
+
+    from jianmu import ReactiveRunner, SQLiteCheckpointer, StateManager
+    from jianmu.nodes import AgentState
+
+    url, checkpoints = studio
+    tree = py_trees.composites.Sequence("n" * 700, memory=True,
+                                        children=[py_trees.behaviours.Success("ok")])
+    with SQLiteCheckpointer(str(checkpoints)) as store:
+        runner = ReactiveRunner(tree, StateManager(AgentState, {}), checkpointer=store,
+                                run_id="tripped2")
+        assert runner.run_sync(timeout=60).ok
+    driver.get(f"{url}/?token={TOKEN}")
+    _until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tr.run")) == 2, "both runs")
+    lines = driver.execute_script(
+        "return Array.from(document.querySelectorAll('tr.run td:first-child a')).map(a => {"
+        "  const r = document.createRange(); r.selectNodeContents(a);"
+        "  return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; })")
+    assert lines == [1, 1], lines
+    _no_alert(driver)
+
+
 def test_start_times_are_in_the_browsers_time_zone_as_on_the_run_page(
         driver: Any, studio: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A studio in another time zone than its browser (reached through a tunnel): the list
