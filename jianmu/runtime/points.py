@@ -357,6 +357,13 @@ class RunHistory:
         if not 0 <= number < 2**63:  # none is recorded there, and SQLite cannot even look
             raise CheckpointError(self._no_point(run_id, number))
         cached = self._frames.get(run_id)
+        if cached is not None and self._rows(
+                "SELECT time FROM jianmu_points WHERE run_id = ? AND point = ?",
+                (run_id, cached.number)) != [(cached.time,)]:
+            # deleted by another process (and maybe run again under the same id): a frame of
+            # the old run would show its state as the new one's, and a fork would start from it
+            del self._frames[run_id]
+            cached = None
         start = cached if cached is not None and cached.number <= number else None
         if start is not None and start.number == number:
             return start

@@ -69,3 +69,52 @@ def test_a_page_whose_run_was_deleted_says_it_is_gone(
     driver.find_element(By.CSS_SELECTOR, ".request button.approve").click()
     _until(driver, lambda d: _text(d, "#decision-msg").startswith("refused: "), "a refusal")
     assert _text(driver, "#live").startswith("gone: ")
+
+
+
+def test_a_run_deleted_and_run_again_under_its_id_shows_the_new_run(
+        client: Any, checkpoints: Path) -> None:
+    """A run id a script chooses ("nightly"), deleted in a terminal and run again: the studio
+    showed the old run's state, answer and points (a frame it had kept), and a fork from the
+    page started from that state."""
+    from jianmu import AgentState, ReactiveRunner, ScriptedLLM, StateManager
+    from jianmu.nodes import create_react_node
+
+    def nightly(answer: str) -> None:
+        with SQLiteCheckpointer(str(checkpoints)) as store:
+            state = StateManager(AgentState, {"messages": [{"role": "user", "content": "q"}]})
+            runner = ReactiveRunner(create_react_node(ScriptedLLM([answer]), []), state,
+                                    checkpointer=store, run_id="nightly")
+            assert runner.run_sync(timeout=60).ok
+
+    nightly("first")
+    view = client.get("/api/run/cp/nightly").json()
+    last = view["points"][-1]["n"]
+    assert view["result"] == "first"
+    _delete(checkpoints, "nightly")
+    assert client.get(f"/api/run/cp/nightly/point/{last}").status_code == 404
+    nightly("second")
+    assert client.get("/api/run/cp/nightly").json()["result"] == "second"
+    point = client.get(f"/api/run/cp/nightly/point/{last}").json()
+    assert point["state"]["root"]["final_answer"] == "second"
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(300)
+def test_a_fork_of_a_run_deleted_under_its_page_says_why_it_cannot(
+        driver: Any, studio: tuple[str, Path]) -> None:
+    """The fork box opened on the deleted run's state (a frame the studio had kept), and once
+    refused it said "HTTP 404", where the studio had said the run is gone."""
+    from selenium.webdriver.common.by import By
+
+    url, checkpoints = studio
+    run_id = start_suspended(checkpoints, "prod")
+    open_suspended_page(driver, url, run_id)
+    _until(driver, lambda d: _text(d, "#live") == "live", "the stream")
+    _delete(checkpoints, run_id)
+    _until(driver, lambda d: _text(d, "#live").startswith("gone: "), "the page to say so")
+    driver.find_element(By.CSS_SELECTOR, "[data-role=fork]").click()
+    _until(driver, lambda d: _text(d, "#fork-msg").startswith("cannot read"), "the refusal")
+    assert f"run '{run_id}'" in _text(driver, "#fork-msg"), _text(driver, "#fork-msg")
+    assert driver.find_element(By.CSS_SELECTOR, "[data-role=fork-start]").get_attribute(
+        "disabled") is not None

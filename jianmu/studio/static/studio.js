@@ -368,8 +368,9 @@ class RunPage {
     try {
       const answer = await fetch(`/api${this.base}/point/${n}/state`,
                                  {credentials: "same-origin"});
-      text = answer.ok ? await answer.text() : `HTTP ${answer.status}`;
-      if (!answer.ok) throw new Error(text);
+      text = await answer.text();
+      // refused: what the studio said (the run gone), not a bare status
+      if (!answer.ok) throw new Error(refusal(text, answer.status));
     } catch (error) {
       if (panel.dataset.point === String(n)) {
         said.textContent = `cannot read the state at point ${n}: ${error.message}`;
