@@ -40,7 +40,9 @@ def _wrapped_name(value: Any) -> str:
 
 
 def _breakable(text: str) -> str:
-    """``text`` escaped, with a ``<wbr>`` every 64 characters of a word longer than that."""
+    """``text`` escaped, with a ``<wbr>`` every 64 characters of a word longer than that: a
+    tool's arguments, a result, an answer may be one word of 200,000 characters (base64, a
+    JSON string of many lines), which Chromium laid out in seconds, each time it was drawn."""
     parts = _LONG_WORD.split(text)
     return "".join("<wbr>".join(_e(part[i:i + 64]) for i in range(0, len(part), 64))
                    if n % 2 else _e(part) for n, part in enumerate(parts))
@@ -172,7 +174,7 @@ def json_tree(value: Any, key: str | None = None, depth: int = 0) -> str:
         return (f"<details open><summary>{label}<span class=\"kind\">{kind}</span>"
                 f"</summary><ul>{inner}</ul></details>")
     shown = json_visible(json.dumps(value, ensure_ascii=False, default=str))
-    return f'{label}<span class="value">{_e(shown)}</span>'
+    return f'{label}<span class="value">{_breakable(shown)}</span>'
 
 
 def _question(r: dict[str, Any]) -> str:
@@ -184,7 +186,7 @@ def _question(r: dict[str, Any]) -> str:
         f'<span class="tool">question</span> <code class="call-id">{_name(r["id"])}</code></h3>'
         + (f'<p class="asker">asked by the sub-agent {_e(r["asker"])}</p>' if r.get("asker")
            else "")
-        + f'<p class="question-text">{_e(r["question"])}</p>'
+        + f'<p class="question-text">{_breakable(r["question"])}</p>'
         '<div class="actions"><textarea class="answer-text" rows="3" '
         f'placeholder="your answer (the run reads it)" aria-label="your answer to {call}">'
         f'</textarea><button type="button" class="answer" aria-label="Answer {call}">Answer'
@@ -197,7 +199,7 @@ def _request(r: dict[str, Any]) -> str:
         return _question(r)
     why = _e(r["reason"]) + (f' <span class="rule">(rule {_e(r["rule"])})</span>'
                              if r["rule"] else "")
-    details = (f'<h4>details</h4><pre class="details">{_e(r["details"])}</pre>'
+    details = (f'<h4>details</h4><pre class="details">{_breakable(r["details"])}</pre>'
                if r["details"] else "")
     # each control names its call (several may wait): "Approve" alone, read by a screen
     # reader, does not say which call it lets run
@@ -206,8 +208,10 @@ def _request(r: dict[str, Any]) -> str:
         f'<div class="request" data-id="{_e(r["id"])}" role="group" aria-label="approval: '
         f'{call}"><h3><span class="tool">{_e(r["tool"])}'
         f'</span> <code class="call-id">{_name(r["id"])}</code></h3>'
-        f'<p class="summary">{_e(r["summary"])}</p><p class="why">why: {why}</p>'
-        f'<h4>arguments</h4><pre class="arguments">{_e(r["arguments"])}</pre>{details}'
+        f'<p class="summary">{_breakable(r["summary"])}</p><p class="why">why: {why}</p>'
+        # the arguments in full, a long word broken into pieces the page can wrap (a text
+        # area holds text only: the edit box gets them as they are)
+        f'<h4>arguments</h4><pre class="arguments">{_breakable(r["arguments"])}</pre>{details}'
         '<details class="edit"><summary>edit the arguments, then approve</summary>'
         f'<textarea class="edit-arguments" rows="6" spellcheck="false" aria-label="arguments '
         f'of {call} (JSON: edit, then approve)">{_e(r["arguments"])}</textarea></details>'
@@ -223,7 +227,7 @@ def _entry(item: dict[str, Any]) -> str:
     depth = min(int(item.get("depth") or 0), 4)
     return (f'<li class="entry entry-{_e(item["kind"])} depth-{depth}"><span class="title">'
             f'{_e(item["title"])}</span>'
-            + (f'<pre class="text">{_e(text)}</pre>' if text else "") + "</li>")
+            + (f'<pre class="text">{_breakable(text)}</pre>' if text else "") + "</li>")
 
 
 def _timeline(items: list[dict[str, Any]], points: list[dict[str, Any]]) -> str:
@@ -297,7 +301,7 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
         f'<span id="live">live</span> <span id="origin">{origin}</span></p>'
         f'<p id="note" class="note">{_e(view["note"])}</p>'
         f'<p id="usage" class="meta">{_e(view.get("usage") or "")}</p>'
-        f'<p id="error" class="error">{_e(view["error"])}</p>'
+        f'<p id="error" class="error">{_breakable(view["error"])}</p>'
         f'<section class="approvals" id="approvals"{"" if pending else " hidden"}>'
         '<h2>Approvals</h2>'
         f'<div id="pending">{pending}</div></section>'
@@ -323,7 +327,7 @@ def run_page(view: dict[str, Any], csrf: str) -> str:
         f'<section class="state-box"><h2>State <span id="state-at" class="at">{_e(at)}</span>'
         '</h2><div id="state" class="json" data-role="state">'
         f'{json_tree(view["state"])}</div></section></div>'
-        f'<section><h2>Result</h2><pre id="result">{_e(result)}</pre></section>'
+        f'<section><h2>Result</h2><pre id="result">{_breakable(result)}</pre></section>'
     )
     attrs = (f' id="run" data-source="{_e(source)}" data-run="{_e(run_id)}"'
              f' data-status="{_e(view["status"])}"')

@@ -63,7 +63,7 @@ function entryItem(item) {
   const li = el("li", `entry entry-${item.kind} depth-${Math.min(item.depth || 0, 4)}`);
   li.append(el("span", "title", item.title));
   if (item.node) li.title = visible(item.node);
-  if (item.text) li.append(el("pre", "text", item.text));
+  if (item.text) li.append(breakable("pre", "text", item.text));
   return li;
 }
 
@@ -208,7 +208,7 @@ function drawValue(value, key, path, marked, depth) {
     return wrap;
   }
   if (label) wrap.append(label, ": ");
-  wrap.append(el("span", "value", visible(writeJSON(value))));
+  wrap.append(breakable("span", "value", visible(writeJSON(value))));
   return wrap;
 }
 
@@ -237,7 +237,11 @@ export function drawState(box, state, changed) {
 // seconds on a click. A <wbr> every 64 characters inside such words gives the lines places to
 // break; the text (copied, read) is the same.
 const LONG_WORD = /\S{65,}/gu;
-function appendBreakable(node, text) {
+export function appendBreakable(node, text) {
+  if (text.length < 65) {  // no word that long: most of a timeline's texts
+    node.append(text);
+    return;
+  }
   let at = 0;
   for (const found of text.matchAll(LONG_WORD)) {
     node.append(text.slice(at, found.index));
@@ -246,6 +250,15 @@ function appendBreakable(node, text) {
     at = found.index + found[0].length;
   }
   node.append(text.slice(at));
+}
+
+// An element holding ``text`` with its long words breakable (`appendBreakable`): a tool's
+// arguments, a result or an answer may be one word of 200,000 characters (base64, a JSON
+// string of many lines), which took seconds to lay out each time it was drawn.
+export function breakable(tag, cls, text) {
+  const node = el(tag, cls);
+  appendBreakable(node, String(text));
+  return node;
 }
 
 function row(dl, term, value) {
@@ -275,7 +288,9 @@ export function drawDetails(box, node, entries) {
   const head = el("h3", "node-name");  // a long name wraps in the panel, as its path does
   appendBreakable(head, visible(node.name));
   const parts = [head, dl];
-  if (node.error) parts.push(el("h4", null, "last error"), el("pre", "error", node.error));
+  if (node.error) {
+    parts.push(el("h4", null, "last error"), breakable("pre", "error", node.error));
+  }
   // a sub-agent's turns and calls are made by the nodes of its own tree, which hangs at
   // "<its path>[<call>]/..." (the agent tool's call): all of them are the agent's
   const inside = node.kind === "agent" ? node.path + "[" : null;
@@ -288,7 +303,7 @@ export function drawDetails(box, node, entries) {
       const li = el("li", "entry entry-" + e.kind);
       if (e.point !== null && e.point !== undefined) li.append(el("span", "point", e.point));
       li.append(el("span", "title", e.title));
-      if (e.text) li.append(el("pre", "text", e.text));
+      if (e.text) li.append(breakable("pre", "text", e.text));
       ol.append(li);
     }
     parts.push(ol);
@@ -309,7 +324,7 @@ function drawQuestion(r) {
   h.append(el("span", "tool", "question"), " ", el("code", "call-id", visible(r.id)));
   box.append(h);
   if (r.asker) box.append(el("p", "asker", "asked by the sub-agent " + r.asker));
-  box.append(el("p", "question-text", r.question));
+  box.append(breakable("p", "question-text", r.question));
   const actions = el("div", "actions");
   const text = el("textarea", "answer-text");
   text.rows = 3;
@@ -334,11 +349,11 @@ export function drawRequest(r) {
   box.setAttribute("aria-label", `approval: ${call}`);
   const h = el("h3");
   h.append(el("span", "tool", r.tool), " ", el("code", "call-id", visible(r.id)));
-  box.append(h, el("p", "summary", r.summary));
+  box.append(h, breakable("p", "summary", r.summary));
   const why = el("p", "why", "why: " + r.reason);
   if (r.rule) why.append(" ", el("span", "rule", "(rule " + r.rule + ")"));
-  box.append(why, el("h4", null, "arguments"), el("pre", "arguments", r.arguments));
-  if (r.details) box.append(el("h4", null, "details"), el("pre", "details", r.details));
+  box.append(why, el("h4", null, "arguments"), breakable("pre", "arguments", r.arguments));
+  if (r.details) box.append(el("h4", null, "details"), breakable("pre", "details", r.details));
   const edit = el("details", "edit");
   const area = el("textarea", "edit-arguments", r.arguments);
   area.rows = 6;

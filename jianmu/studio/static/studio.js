@@ -5,7 +5,7 @@
 
 import {Graph} from "./graph.js";
 import {applyPatch} from "./patch.js";
-import {clock, drawDetails, drawRequest, drawState, drawTimeline, readJSON,
+import {appendBreakable, clock, drawDetails, drawRequest, drawState, drawTimeline, readJSON,
         visible, writeJSON} from "./panels.js";
 
 const FINISHED = ["success", "failure", "timeout", "cancelled"];
@@ -151,17 +151,17 @@ class RunPage {
     setStatus(status, "status-", view.status);
     this.main.dataset.status = view.status;
     document.getElementById("note").textContent = view.note || "";
-    document.getElementById("error").textContent = view.error || "";
+    this.text("error", view.error || "");
     document.getElementById("usage").textContent = view.usage || "";
     const result = view.result === null || view.result === undefined ? "" :
       (typeof view.result === "string" ? view.result
                                        : visible(writeJSON(view.result, 2)));
     // an ended run without an answer says so (an empty box read as a page not drawn yet)
-    document.getElementById("result").textContent = result ||
+    this.text("result", result ||
       (FINISHED.includes(view.status)
         ? `no final answer: the run ended in ${view.status}` +
           (view.error ? " (its error is above)" : "")
-        : `no result yet: the run is ${view.status}`);
+        : `no result yet: the run is ${view.status}`));
     // redrawn only when they change: a reason being typed, a click, a scroll are kept
     const asked = writeJSON(view.pending);
     if (asked !== this.drawn.pending) {
@@ -192,6 +192,15 @@ class RunPage {
       this.startAt = null;
       this.go(n);
     }
+  }
+
+  // a box's text, its long words breakable, redrawn only when it changed: a result of one
+  // word of 200,000 characters cost seconds of layout each update
+  text(id, said) {
+    const box = document.getElementById(id);
+    if (box.textContent === said) return;
+    box.replaceChildren();
+    appendBreakable(box, said);
   }
 
   // the address says the point shown (replaced, not pushed: Back leaves the page, as before)
