@@ -213,8 +213,10 @@ def _request(r: dict[str, Any]) -> str:
         # area holds text only: the edit box gets them as they are)
         f'<h4>arguments</h4><pre class="arguments">{_breakable(r["arguments"])}</pre>{details}'
         '<details class="edit"><summary>edit the arguments, then approve</summary>'
+        # filled by the page's script when opened: a text area of 200 KB of arguments cost
+        # the page a second to load, opened or not
         f'<textarea class="edit-arguments" rows="6" spellcheck="false" aria-label="arguments '
-        f'of {call} (JSON: edit, then approve)">{_e(r["arguments"])}</textarea></details>'
+        f'of {call} (JSON: edit, then approve)"></textarea></details>'
         f'<div class="actions"><button type="button" class="approve" aria-label="Approve {call}">'
         'Approve</button><input class="reason" type="text" placeholder="reason (the model sees '
         f'it)" aria-label="reason for {call} (the model sees it)"><button type="button" '

@@ -338,6 +338,16 @@ function drawQuestion(r) {
   return box;
 }
 
+// The edit box of a request's box, filled with its arguments (as the box shows them) when
+// first opened: a text area of 200 KB of arguments cost the page a second to load, opened or
+// not. Its default value is them: `decision` sends an edit only when it differs.
+export function fillEdit(box) {
+  const area = box && box.querySelector("textarea.edit-arguments");
+  if (!area || area.dataset.filled) return;
+  area.dataset.filled = "1";
+  area.defaultValue = box.querySelector("pre.arguments").textContent;
+}
+
 export function drawRequest(r) {
   if (r.kind === "question") return drawQuestion(r);
   const box = el("div", "request");
@@ -355,7 +365,7 @@ export function drawRequest(r) {
   box.append(why, el("h4", null, "arguments"), breakable("pre", "arguments", r.arguments));
   if (r.details) box.append(el("h4", null, "details"), breakable("pre", "details", r.details));
   const edit = el("details", "edit");
-  const area = el("textarea", "edit-arguments", r.arguments);
+  const area = el("textarea", "edit-arguments");  // filled when opened (`fillEdit`)
   area.rows = 6;
   area.spellcheck = false;
   area.setAttribute("aria-label", `arguments of ${call} (JSON: edit, then approve)`);

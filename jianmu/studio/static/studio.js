@@ -5,8 +5,8 @@
 
 import {Graph} from "./graph.js";
 import {applyPatch} from "./patch.js";
-import {appendBreakable, clock, drawDetails, drawRequest, drawState, drawTimeline, readJSON,
-        visible, writeJSON} from "./panels.js";
+import {appendBreakable, clock, drawDetails, drawRequest, drawState, drawTimeline, fillEdit,
+        readJSON, visible, writeJSON} from "./panels.js";
 
 const FINISHED = ["success", "failure", "timeout", "cancelled"];
 
@@ -443,7 +443,16 @@ class RunPage {
     role("zoom-in").addEventListener("click", () => this.graph.zoom(1.25));
     role("zoom-out").addEventListener("click", () => this.graph.zoom(1 / 1.25));
     role("fit").addEventListener("click", () => this.graph.fit());
-    document.getElementById("pending").addEventListener("click", (event) => this.decide(event));
+    const pending = document.getElementById("pending");
+    pending.addEventListener("click", (event) => {
+      // an edit box opened (by mouse or keyboard): filled before anything is typed in it
+      const opened = event.target.closest("details.edit > summary");
+      if (opened) fillEdit(opened.closest(".request"));
+      else this.decide(event);
+    });
+    pending.addEventListener("toggle", (event) => {  // opened some other way
+      if (event.target.open) fillEdit(event.target.closest(".request"));
+    }, true);
   }
 
   async decide(event) {
