@@ -16,10 +16,42 @@ const two = (n) => String(n).padStart(2, "0");
 // bidi overrides, zero-width and other spaces, line separators, private and unassigned
 // characters) as JSON escapes, lines, tabs and the plain space kept: the page shows what the
 // text holds, as the server does (jianmu/_text.py).
+// The zero-width joiners a script needs are kept where it needs them, as the server keeps them
+// (jianmu/_text.py says which): after a virama, the non-joiner between two letters of a joining
+// script, the joiner between two pictographs; anywhere else they hide, and are escaped.
 const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/gu;
+const VIRAMAS = new Set([
+  0x094D, 0x09CD, 0x0A4D, 0x0ACD, 0x0B4D, 0x0BCD, 0x0C4D, 0x0CCD, 0x0D3B, 0x0D3C, 0x0D4D,
+  0x0DCA, 0x0E3A, 0x0EBA, 0x0F84, 0x1039, 0x103A, 0x1714, 0x1715, 0x1734, 0x17D2, 0x1A60,
+  0x1B44, 0x1BAA, 0x1BAB, 0x1BF2, 0x1BF3, 0x2D7F, 0xA806, 0xA82C, 0xA8C4, 0xA953, 0xA9C0,
+  0xAAF6, 0xABED]);
+const pictograph = (code) => (code >= 0x2600 && code <= 0x27BF) ||
+  (code >= 0x2B00 && code <= 0x2BFF) || (code >= 0x1F000 && code <= 0x1FAFF);
+const joining = (code) => (code >= 0x0600 && code <= 0x08FF && !(code >= 0x07B2 && code <= 0x07BF)) ||
+  (code >= 0xFB50 && code <= 0xFDFF) || (code >= 0xFE70 && code <= 0xFEFF);
+function before(text, at) {  // the code point that ends at UTF-16 offset `at`, or -1
+  if (at <= 0) return -1;
+  const unit = text.charCodeAt(at - 1);
+  if (unit >= 0xDC00 && unit <= 0xDFFF && at >= 2) {
+    const code = text.codePointAt(at - 2);
+    if (code > 0xFFFF) return code;
+  }
+  return unit;
+}
+function needed(c, at, text) {  // whether the joiner `c` at `at` is one its script needs
+  let prev = before(text, at);
+  const next = at + 1 < text.length ? text.codePointAt(at + 1) : -1;
+  if (VIRAMAS.has(prev)) return true;
+  if (c === "\u200d") {
+    if (prev === 0xFE0F) prev = before(text, at - 1);  // an emoji's presentation selector
+    return pictograph(prev) && pictograph(next);
+  }
+  return joining(prev) && joining(next);
+}
 export function visible(text) {
-  return String(text).replace(HIDDEN, (c) => {
+  return String(text).replace(HIDDEN, (c, at, whole) => {
     if (c === "\n" || c === "\t" || c === " ") return c;
+    if ((c === "\u200c" || c === "\u200d") && needed(c, at, whole)) return c;
     let out = "";
     for (let i = 0; i < c.length; i++) out += "\\u" + c.charCodeAt(i).toString(16).padStart(4, "0");
     return out;
