@@ -74,7 +74,13 @@ _INJECTED_STR = re.compile(r"^\s*(?:[\w.]+\.)?Injected\[")
 _CONTEXT_STR = re.compile(
     r"^\s*(?:Optional\[)?(?:[\w.]+\.)?RunContext\]?(?:\s*\|\s*None)?\s*$"
 )
-_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
+# allow_inf_nan: a model's "nan" or "inf" text is no way past the rule that refuses numbers
+# JSON has not (`non_finite_problem` reads the arguments as sent, before any coercion)
+_CONFIG = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=(),
+                     allow_inf_nan=False)
+_CORE_CONFIG = core_schema.CoreConfig(extra_fields_behavior="forbid", allow_inf_nan=False)
+"""What `_CONFIG` means to validation, for the typed dict built of per-type core schemas: those
+leave their config to the schema that holds them (as a model's does)."""
 
 
 # -- the fast path: an object schema from memoised per-type schemas ------------------------
@@ -352,6 +358,11 @@ def _model_field(annotation: Any, base: FieldInfo | None, has_default: bool, def
 def _merge_field(base: FieldInfo, **overrides: Any) -> FieldInfo:
     if not overrides:
         return base
+    alias = overrides.get("alias")
+    if alias is not None:
+        # merging sets only ``alias``, not the validation and serialization aliases that
+        # `Field(alias=...)` derives from it: the model and its schema kept the internal name
+        overrides.update(validation_alias=alias, serialization_alias=alias, alias_priority=2)
     merge = getattr(FieldInfo, "merge_field_infos", None)
     if merge is not None:
         return merge(base, **overrides)  # type: ignore[no-any-return]
@@ -619,7 +630,8 @@ def typed_dict_validator(
         if has_default:  # a plain JSON value, returned as it is (as the model does)
             inner = core_schema.with_default_schema(inner, default=default)
         fields[pname] = core_schema.typed_dict_field(inner, required=not has_default)
-    return SchemaValidator(core_schema.typed_dict_schema(fields, extra_behavior="forbid"))
+    return SchemaValidator(core_schema.typed_dict_schema(
+        fields, extra_behavior="forbid", config=_CORE_CONFIG))
 
 
 _PLAIN_KINDS: dict[Any, tuple[type, ...]] = {

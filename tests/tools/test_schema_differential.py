@@ -1,0 +1,180 @@
+"""A seeded differential of `function_schema` over generated functions (`fngen`): the fast path
+and the model path give the same schema and take or refuse the same arguments with the same
+values, and both agree with pydantic's own validation of the signature (`validate_call`, under
+the config a tool's arguments are checked with) once Jianmu's documented leniencies are applied
+to what it is given: ``null`` for an optional parameter that may not be null is its default, and
+a list or object sent as a JSON string is decoded."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import functools
+import inspect
+import json
+import random
+from pathlib import Path
+from typing import Annotated, Any
+
+import pydantic
+import pytest
+from pydantic import ConfigDict, Field
+
+from jianmu.errors import JianmuError, ToolInputError
+from jianmu.tools.schema import function_schema
+
+from . import fngen
+
+_REFERENCE_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
+_CONTAINERS = ("list", "dict", "tuple", "set", "Inner", "Point", "Box", "Optional")
+
+
+def _typed(v: Any) -> Any:
+    """``v`` as a tree that tells 1 from 1.0 and True, a tuple from a list, NaN from NaN."""
+    if isinstance(v, dict):
+        return {k: _typed(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        items = [_typed(x) for x in v]
+        if isinstance(v, (set, frozenset)):
+            items.sort(key=repr)
+        return [type(v).__name__, items]
+    if isinstance(v, enum.Enum):
+        return ["enum", type(v).__name__, v.value]
+    if isinstance(v, pydantic.BaseModel):
+        return ["model", type(v).__name__, _typed(v.__dict__)]
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return ["dataclass", type(v).__name__, _typed(v.__dict__)]
+    if isinstance(v, float):
+        return ["float", repr(v)]
+    return [type(v).__name__, v]
+
+
+def _jianmu(schema: Any, args: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        return "ok", _typed(schema.validate("t", args))
+    except JianmuError as exc:
+        return "refused", str(exc)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(raw: Any) -> Any:
+    return pydantic.validate_call(raw, config=_REFERENCE_CONFIG)
+
+
+def _reference(module: Any, fn: fngen.GenFn, args: dict[str, Any]) -> tuple[str, Any]:
+    """What the function receives through pydantic's `validate_call`, or ``refused``."""
+    raw = getattr(getattr(module, f"C_{fn.name}"), fn.name) if fn.how == "method" else getattr(
+        module, fn.name)
+    checked = _checked(raw)
+    params = {p.name: p for p in fn.params}
+    if any(k not in params or k in fn.bound for k in args):
+        return "refused", "unknown"
+    given = dict(args)
+    for key, value in list(given.items()):
+        p = params[key]
+        if value is None and p.default is not None and p.ann != "Any" and not (
+                "None" in p.ann or "Optional" in p.ann):
+            del given[key]  # null for an optional parameter that may not be null: its default
+        elif isinstance(value, str) and p.ann.split("[")[0] in _CONTAINERS and not (
+                p.ann.startswith("str") or "| str" in p.ann):
+            try:  # a list or object sent as a JSON string
+                given[key] = json.loads(value)
+            except ValueError:
+                pass
+    positional: list[Any] = [getattr(module, f"{fn.name}_obj")] if fn.how == "method" else []
+    skipped = False
+    for p in fn.params:
+        if p.kind != "pos":
+            continue
+        if p.name not in given:
+            skipped = True
+        elif skipped:  # its default would be validated as an argument: not comparable
+            return "skip", None
+        else:
+            positional.append(given.pop(p.name))
+    try:
+        out = checked(*positional, **fn.bound, **given)
+        if inspect.isawaitable(out):
+            out = asyncio.run(out)
+    except (pydantic.ValidationError, TypeError) as exc:
+        return "refused", str(exc)
+    return "ok", _typed({k: v for k, v in out.items() if k not in fn.bound})
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_generated_functions_agree_fast_and_slow_and_with_pydantic(
+        seed: int, tmp_path: Path) -> None:
+    source, fns = fngen.module_source(seed, 25)
+    module = fngen.load(tmp_path / f"gen_{seed}.py", source, f"jianmu_fngen_{seed}")
+    rng = random.Random(seed)
+    for fn in fns:
+        target = fngen.target(module, fn)
+        fast, slow = function_schema(target), function_schema(target, _fast=False)
+        assert fast.parameters == slow.parameters, fn.name
+        assert fast.description == slow.description
+        for args in fngen.arguments(rng, fn, 25):
+            got = _jianmu(fast, args)
+            assert got == _jianmu(slow, args), (fn.name, args)
+            expected = _reference(module, fn, args)
+            if expected[0] == "skip":
+                continue
+            assert got[0] == expected[0], (fn.name, args, got, expected)
+            if got[0] == "ok":  # a parameter left out gets its default as written, unvalidated
+                assert {k: v for k, v in got[1].items() if k in args} == {
+                    k: v for k, v in expected[1].items() if k in args}, (fn.name, args)
+
+
+class _Unit(enum.Enum):
+    M = "m"
+
+
+# -- the bugs it found ------------------------------------------------------------------------
+
+
+def test_a_private_or_reserved_parameter_with_a_field_default_keeps_its_name() -> None:
+    """``_n = Field(...)`` or ``schema = Field(...)`` was offered, and taken, under the
+    internal field name (``p0_n``): the model was told a name the function does not have."""
+
+    def f(_n: int = Field(default=2, description="how many"),
+          schema: Annotated[str, Field(min_length=1)] = Field(default="s")) -> None:
+        """F."""
+
+    for fast in (True, False):
+        found = function_schema(f, _fast=fast)
+        assert list(found.parameters["properties"]) == ["_n", "schema"]
+        assert found.parameters["properties"]["_n"]["description"] == "how many"
+        assert found.validate("t", {"_n": 3, "schema": "x"}) == {"_n": 3, "schema": "x"}
+        with pytest.raises(ToolInputError):
+            found.validate("t", {"p0_n": 3})
+
+
+def test_a_non_finite_number_sent_as_text_is_refused() -> None:
+    """``"nan"``, ``"inf"`` and ``"Infinity"`` were coerced to floats JSON has not, past the
+    rule that refuses them whatever the schema (``"inf"`` passed ``gt=0``)."""
+
+    def f(x: float = 1.0, xs: list[float] | None = None,
+          pos: Annotated[float, Field(gt=0)] = 1.0) -> None:
+        """F."""
+
+    for fast in (True, False):
+        found = function_schema(f, _fast=fast)
+        for args in ({"x": "nan"}, {"x": "-inf"}, {"xs": [1.0, "inf"]}, {"pos": "Infinity"}):
+            with pytest.raises(ToolInputError, match="finite"):
+                found.validate("t", args)
+        assert found.validate("t", {"x": "2.5"})["x"] == 2.5
+
+
+def test_a_non_finite_number_sent_as_text_is_refused_by_the_typed_dict_validator() -> None:
+    """The validator built of per-type core schemas (plain parameter types, an enum) had none
+    of the config the model has: ``"nan"`` reached the function there even once the model
+    refused it."""
+
+    def f(x: float, unit: _Unit, xs: list[float] | None = None) -> None:
+        """F."""
+
+    found = function_schema(f)
+    for args in ({"x": "nan", "unit": "m"}, {"x": 1, "unit": "m", "xs": ["-Infinity"]}):
+        with pytest.raises(ToolInputError, match="finite"):
+            found.validate("t", args)
+    assert found.validate("t", {"x": "2", "unit": "m"}) == {"x": 2.0, "unit": _Unit.M, "xs": None}
