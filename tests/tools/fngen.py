@@ -108,7 +108,7 @@ TYPES: list[tuple[str, list[Any], list[Any], list[str]]] = [
 STYLES = ("google", "numpy", "rest", "epydoc", "none", "google_typed")
 ODD = ["plain words", "with: a colon", "quotes \"q\" and 'q'", "braces {x} and [y]",
        "unicode é 中文 ✓", "back\\\\slash and `code`", "ends with a dot.", "50% of * stars",
-       "two\n        lines here", "- a dash first", "Returns: not a section"]
+       "two\nlines here", "- a dash first", "Returns: not a section"]
 
 
 @dataclass
@@ -146,6 +146,8 @@ def _docstring(rng: random.Random, fn: GenFn) -> str:
     if style == "none" or not docs:
         return f'    """{summary}"""\n' if style != "none" else ""
     lines = [summary, ""]
+    more = "\n" + " " * (12 if style.startswith("google") else 8)  # a continuation line
+    docs = [(p, d.replace("\n", more)) for p, d in docs]
     if style == "google":
         lines.append("Args:")
         lines += [f"    {p.name}: {d}" for p, d in docs]
