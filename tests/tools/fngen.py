@@ -18,8 +18,12 @@ from typing import Any
 __all__ = ("GenFn", "Param", "arguments", "load", "module_source")
 
 HEADER = '''\
+import datetime
+import decimal
 import enum
 import functools
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional
 
@@ -103,7 +107,33 @@ TYPES: list[tuple[str, list[Any], list[Any], list[str]]] = [
     ("Any", [1, "a", None, [1], {"a": 1}], [], ["None", "1"]),
     ("float | int", [1, 1.5], ["1", "1.5", True], ["0"]),
     ("int | str", [1, "a"], [1.5, None, True], ["'q'"]),
+    ("datetime.date", ["2024-01-02"], ["2024-13-01", 1, "x", "2024-01-02T00:00:00"],
+     ["datetime.date(2024, 1, 1)"]),
+    ("datetime.datetime", ["2024-01-02T03:04:05"], ["2024-01-02", 0, "x"], []),
+    ("decimal.Decimal", ["1.5", 2], [1.5, "x", "nan", "inf"], ["decimal.Decimal('0.5')"]),
+    ("uuid.UUID", ["12345678-1234-5678-1234-567812345678"], ["x", 1], []),
+    ("Optional[Color]", [None, "red"], ["RED", 1], ["None"]),
+    ("Literal['a', None]", ["a", None], ["b", 1], ["None"]),
+    ("list[Optional[int]]", [[1, None]], [["x"], None], ["[]"]),
+    ("dict[str, Any]", [{"a": [1]}, {}], [[], "x"], ["{}"]),
+    ("list[list[int]]", [[[1]], []], [[1], [["a"]]], ["[[1]]"]),
+    ("int | list[int]", [1, [1]], ["1", ["a"], "[1]"], ["0"]),
+    ("Sequence[int]", [[1, 2]], ["12", ["a"]], ["(1, 2)"]),
+    ("Mapping[str, int]", [{"a": 1}], [{"a": "x"}, []], []),
+    ("frozenset[int]", [[1, 2]], [["a"], [1, 1]], ["frozenset()"]),
+    ("Annotated[Optional[int], Field(ge=0)]", [None, 0, 3], [-1, "x"], ["None", "2"]),
+    ("Annotated[int, Field(multiple_of=3)]", [3, 9], [4, "6"], ["6"]),
+    ("Annotated[str, Field(strict=True)]", ["s"], [1], ["'t'"]),
+    ("Annotated[int, Field(strict=True)]", [1], ["1", 1.0, True], ["1"]),
+    ("float", [1.5], [10**400, -10**400], ["float('inf')", "float('nan')"]),
+    ("list[int]", [[1]], [], ["[]", "[1, 2]"]),
+    ("dict[str, int]", [{"a": 1}], [], ["{}", "{'a': 1}"]),
+    ("tuple[int, int]", [[1, 2]], [[1, 2, 3], "x"], ["(1, 2)"]),
+    ("bool | None", [True, None], ["true", 0], ["None", "True"]),
 ]
+
+_RESERVED = frozenset({"copy", "json", "dict", "validate", "model_config", "fields"})
+"""Names pydantic's BaseModel has as attributes: kept as they are on odd positions."""
 
 STYLES = ("google", "numpy", "rest", "epydoc", "none", "google_typed")
 ODD = ["plain words", "with: a colon", "quotes \"q\" and 'q'", "braces {x} and [y]",
@@ -176,6 +206,7 @@ def _one(rng: random.Random, seed: int, i: int) -> tuple[str, GenFn]:
     order = {"pos": 0, "norm": 1, "kw": 2}
     kinds.sort(key=order.__getitem__)
     seen_default = False
+    used: set[str] = set()
     for j, kind in enumerate(kinds):
         ann, valid, near, defaults = rng.choice(TYPES)
         default = None
@@ -184,7 +215,10 @@ def _one(rng: random.Random, seed: int, i: int) -> tuple[str, GenFn]:
         if seen_default and kind != "kw" and default is None:
             kind = "kw"  # a required parameter after a defaulted one must be keyword-only
         seen_default = seen_default or (default is not None and kind != "kw")
-        name = rng.choice(["a", "b", "query", "limit", "schema", "_private", "model_x"]) + f"{j}"
+        name = rng.choice(["a", "b", "query", "limit", "schema", "_private", "model_x", "copy",
+                           "json", "dict", "validate", "model_config", "fields"])
+        name = name if name in _RESERVED and j % 2 and name not in used else f"{name}{j}"
+        used.add(name)
         doc = rng.choice(ODD) if rng.random() < 0.7 else None
         fn.params.append(Param(name, ann, kind, default, valid, near, doc, j))
     if fn.how == "partial" and not any(p.kind != "pos" for p in fn.params):

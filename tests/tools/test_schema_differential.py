@@ -8,12 +8,15 @@ a list or object sent as a JSON string is decoded."""
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import dataclasses
 import enum
 import functools
 import inspect
 import json
 import random
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +30,8 @@ from jianmu.tools.schema import function_schema
 from . import fngen
 
 _REFERENCE_CONFIG = ConfigDict(extra="forbid", allow_inf_nan=False)
-_CONTAINERS = ("list", "dict", "tuple", "set", "Inner", "Point", "Box", "Optional")
+_CONTAINERS = (list, dict, tuple, set, frozenset, collections.abc.Sequence,
+               collections.abc.Mapping)
 
 
 def _typed(v: Any) -> Any:
@@ -57,6 +61,34 @@ def _jianmu(schema: Any, args: dict[str, Any]) -> tuple[str, Any]:
         return "refused", str(exc)
 
 
+def _nullable(fn: Any, name: str) -> bool:
+    """Whether parameter ``name`` of ``fn`` may be None (Any, an optional, a Literal of None)."""
+    return any(t is Any or t is type(None) or (
+        typing.get_origin(t) is typing.Literal and None in typing.get_args(t))
+        for t in _members(fn, name))
+
+
+
+def _members(fn: Any, name: str) -> list[Any]:
+    """The types parameter ``name`` of ``fn`` may be: a union's members, or the one type."""
+    hint = typing.get_type_hints(fn, include_extras=True)[name]
+    if typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return list(typing.get_args(hint))
+    return [hint]
+
+
+def _decoded(fn: Any, name: str) -> bool:
+    """Whether a JSON string for ``name`` is decoded: it takes a list or an object, no string."""
+    found = _members(fn, name)
+    if any(t is str or t is Any for t in found):
+        return False
+    return any(typing.get_origin(t) in _CONTAINERS or t in _CONTAINERS or (
+        isinstance(t, type) and (issubclass(t, (dict, pydantic.BaseModel)) or
+                                 dataclasses.is_dataclass(t))) for t in found)
+
+
 @functools.lru_cache(maxsize=64)
 def _checked(raw: Any) -> Any:
     return pydantic.validate_call(raw, config=_REFERENCE_CONFIG)
@@ -73,11 +105,10 @@ def _reference(module: Any, fn: fngen.GenFn, args: dict[str, Any]) -> tuple[str,
     given = dict(args)
     for key, value in list(given.items()):
         p = params[key]
-        if value is None and p.default is not None and p.ann != "Any" and not (
-                "None" in p.ann or "Optional" in p.ann):
+        if value is None and p.default is not None and not (
+                _nullable(raw, p.name)):
             del given[key]  # null for an optional parameter that may not be null: its default
-        elif isinstance(value, str) and p.ann.split("[")[0] in _CONTAINERS and not (
-                p.ann.startswith("str") or "| str" in p.ann):
+        elif isinstance(value, str) and _decoded(raw, p.name):
             try:  # a list or object sent as a JSON string
                 given[key] = json.loads(value)
             except ValueError:
@@ -98,6 +129,8 @@ def _reference(module: Any, fn: fngen.GenFn, args: dict[str, Any]) -> tuple[str,
         if inspect.isawaitable(out):
             out = asyncio.run(out)
     except (pydantic.ValidationError, TypeError) as exc:
+        if "unexpected_positional_argument" in str(exc):  # validate_call's misreading of a
+            return "skip", None  # keyword-only Field default after a defaulted parameter
         return "refused", str(exc)
     return "ok", _typed({k: v for k, v in out.items() if k not in fn.bound})
 
