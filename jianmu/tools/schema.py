@@ -127,7 +127,9 @@ def _fragment(annotation: Any, config: ConfigDict) -> dict[str, Any] | None:
         # Inside a list, a named type (enum, model, dataclass...) shows as a $ref exactly as
         # in the model's schema, so those go to the model path and keep their $defs.
         wrapped = TypeAdapter(list[annotation], config=config).json_schema()  # type: ignore[valid-type]
-        schema: dict[str, Any] | None = strip_titles(wrapped.get("items", {}))
+        # a title here is the type's own (WithJsonSchema's): pydantic gives list items none,
+        # and the model path keeps it too, stripping only the field name's
+        schema: dict[str, Any] | None = strip_titles(wrapped.get("items", {}), ("",))
     except Exception:  # the model path reports the error with context
         schema = None
     if schema is not None and (_has_refs(schema) or "$defs" in wrapped):

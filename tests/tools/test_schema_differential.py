@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 import pydantic
 import pytest
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from jianmu.errors import JianmuError, ToolInputError
 from jianmu.tools.schema import function_schema
@@ -211,3 +211,15 @@ def test_a_non_finite_number_sent_as_text_is_refused_by_the_typed_dict_validator
         with pytest.raises(ToolInputError, match="finite"):
             found.validate("t", args)
     assert found.validate("t", {"x": "2", "unit": "m"}) == {"x": 2.0, "unit": _Unit.M, "xs": None}
+
+
+def test_a_type_s_own_title_is_kept_by_the_fast_path_as_by_the_model() -> None:
+    """The fast path stripped every title at the top of a type's schema, so a title the type
+    gives itself (``WithJsonSchema``) was in the model's schema and not in the fast one."""
+
+    def f(x: Annotated[str, WithJsonSchema({"type": "string", "title": "Code"})]) -> None:
+        """F."""
+
+    fast, slow = function_schema(f), function_schema(f, _fast=False)
+    assert fast.parameters == slow.parameters
+    assert fast.parameters["properties"]["x"]["title"] == "Code"
