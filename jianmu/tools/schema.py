@@ -317,6 +317,22 @@ def injection_clashes(
         ])
 
 
+def _docstring(fn: Any, obj: Any) -> str | None:
+    """What describes ``fn``: its docstring, or one it inherits from a class of the author's,
+    never a builtin slot's (a ``__call__`` without one inherited "Call self as a function."
+    from ``type``); a callable object whose ``__call__`` has none is described by its class's
+    docstring (as LangChain and the Agents SDK read ``obj.__doc__``)."""
+    found = inspect.getdoc(fn)
+    if found is not None and getattr(fn, "__doc__", None) is None:
+        builtin = getattr(object, getattr(fn, "__name__", ""), None)
+        if builtin is not None and found == inspect.getdoc(builtin):
+            found = None
+    if found is None and obj is not fn and _is_callable_object(obj):
+        own = type(obj).__doc__
+        found = inspect.cleandoc(own) if isinstance(own, str) else None
+    return found
+
+
 def _is_callable_object(fn: Any) -> bool:
     return not (inspect.isfunction(fn) or inspect.ismethod(fn)) and not isinstance(
         fn, functools.partial
@@ -753,7 +769,7 @@ def function_schema(
     except (TypeError, ValueError) as exc:
         raise ToolValidationError(str(name), [f"cannot read the signature: {exc}"]) from None
     hints, failed = _resolve_hints(target, sig, namespace)
-    doc = parse_docstring(inspect.getdoc(unwrapped), docstring_format)
+    doc = parse_docstring(_docstring(unwrapped, inner), docstring_format)
     problems: list[str] = []
     if is_generator_function(unwrapped):
         # a call's result would be the generator, which is never drawn (`render_output`)

@@ -223,3 +223,28 @@ def test_a_type_s_own_title_is_kept_by_the_fast_path_as_by_the_model() -> None:
     fast, slow = function_schema(f), function_schema(f, _fast=False)
     assert fast.parameters == slow.parameters
     assert fast.parameters["properties"]["x"]["title"] == "Code"
+
+
+class _Searcher:
+    """Search the catalogue.
+
+    Args:
+        query: words to look for
+    """
+
+    def __call__(self, query: str) -> str:
+        return query
+
+
+class _Bare:
+    def __call__(self, query: str) -> str:
+        return query
+
+
+def test_a_callable_object_without_a_call_docstring_is_described_by_its_class() -> None:
+    """A ``__call__`` without a docstring inherited ``type.__call__``'s, so the model read
+    "Call self as a function." and the class's own docstring, with its parameters, was lost."""
+    found = function_schema(_Searcher())
+    assert found.description == "Search the catalogue."
+    assert found.parameters["properties"]["query"]["description"] == "words to look for"
+    assert function_schema(_Bare()).description == ""
