@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-__all__ = ("ParsedDocstring", "parse_docstring")
+__all__ = ("ParsedDocstring", "docstring_of", "parse_docstring")
 
 # -- docstrings: descriptions of the tool and its parameters ------------------------------
 
@@ -214,6 +214,22 @@ def _parser(style: str) -> Any:
 
         return NumpydocParser()
     return None
+
+
+def docstring_of(fn: Any, obj: Any = None) -> str | None:
+    """What describes ``fn``: its docstring, or one it inherits from a class of the author's,
+    never a builtin slot's (a ``__call__`` without one inherited "Call self as a function."
+    from ``type``); with ``obj``, the callable object whose ``__call__`` ``fn`` is, its class's
+    docstring when ``fn`` has none (as LangChain and the Agents SDK read ``obj.__doc__``)."""
+    found = inspect.getdoc(fn)
+    if found is not None and getattr(fn, "__doc__", None) is None:
+        builtin = getattr(object, getattr(fn, "__name__", ""), None)
+        if builtin is not None and found == inspect.getdoc(builtin):
+            found = None
+    if found is None and obj is not None:
+        own = type(obj).__doc__
+        found = inspect.cleandoc(own) if isinstance(own, str) else None
+    return found
 
 
 def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:

@@ -30,7 +30,7 @@ from pydantic_core import CoreSchema, SchemaValidator, core_schema
 
 from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidationError
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
-from jianmu.tools._docstrings import parse_docstring
+from jianmu.tools._docstrings import docstring_of, parse_docstring
 from jianmu.tools._hints import described, partial_parts
 from jianmu.tools._signatures import is_coroutine_function, is_generator_function, unwrap
 from jianmu.tools._signatures import read_signature as _signature
@@ -317,22 +317,6 @@ def injection_clashes(
         ])
 
 
-def _docstring(fn: Any, obj: Any) -> str | None:
-    """What describes ``fn``: its docstring, or one it inherits from a class of the author's,
-    never a builtin slot's (a ``__call__`` without one inherited "Call self as a function."
-    from ``type``); a callable object whose ``__call__`` has none is described by its class's
-    docstring (as LangChain and the Agents SDK read ``obj.__doc__``)."""
-    found = inspect.getdoc(fn)
-    if found is not None and getattr(fn, "__doc__", None) is None:
-        builtin = getattr(object, getattr(fn, "__name__", ""), None)
-        if builtin is not None and found == inspect.getdoc(builtin):
-            found = None
-    if found is None and obj is not fn and _is_callable_object(obj):
-        own = type(obj).__doc__
-        found = inspect.cleandoc(own) if isinstance(own, str) else None
-    return found
-
-
 def _is_callable_object(fn: Any) -> bool:
     return not (inspect.isfunction(fn) or inspect.ismethod(fn)) and not isinstance(
         fn, functools.partial
@@ -371,6 +355,15 @@ def _model_field(annotation: Any, base: FieldInfo | None, has_default: bool, def
     if has_default:
         return annotation, Field(default, **overrides)
     return annotation, Field(**overrides)
+
+
+def _own_alias(default: FieldInfo | None, annotation: Any) -> bool:
+    """Whether the author aliased a parameter (``Field(alias=...)`` or a validation alias, as
+    its default or in its ``Annotated``): that name is the one offered and taken."""
+    infos = [default] if default is not None else []
+    if type(annotation) is not type and typing.get_origin(annotation) is Annotated:
+        infos += [m for m in annotation.__metadata__ if isinstance(m, FieldInfo)]
+    return any(info.alias is not None or info.validation_alias is not None for info in infos)
 
 
 def _merge_field(base: FieldInfo, **overrides: Any) -> FieldInfo:
@@ -769,7 +762,9 @@ def function_schema(
     except (TypeError, ValueError) as exc:
         raise ToolValidationError(str(name), [f"cannot read the signature: {exc}"]) from None
     hints, failed = _resolve_hints(target, sig, namespace)
-    doc = parse_docstring(_docstring(unwrapped, inner), docstring_format)
+    doc = parse_docstring(docstring_of(
+        unwrapped, inner if inner is not unwrapped and _is_callable_object(inner) else None),
+        docstring_format)
     problems: list[str] = []
     if is_generator_function(unwrapped):
         # a call's result would be the generator, which is never drawn (`render_output`)
@@ -854,8 +849,8 @@ def function_schema(
             overrides["description"] = description
         safe = not pname.startswith("_") and not _shadows_model(pname)
         internal = pname if safe else f"p{index}_{pname.lstrip('_')}"
-        if not safe:
-            overrides["alias"] = pname
+        if not safe and not _own_alias(default_info, annotation):
+            overrides["alias"] = pname  # the author's own alias, if any, names it instead
         # the model's field, made only when the model is (see `_model_field`)
         fields[internal] = (annotation, default_info, has_default, param.default, overrides)
         field_map.append((internal, pname))

@@ -276,3 +276,22 @@ def test_a_callable_object_without_a_call_docstring_is_described_by_its_class() 
     assert found.description == "Search the catalogue."
     assert found.parameters["properties"]["query"]["description"] == "words to look for"
     assert function_schema(_Bare()).description == ""
+
+
+def test_the_author_s_alias_names_a_private_or_reserved_parameter() -> None:
+    """A parameter named ``_x`` (or like a BaseModel attribute) is a model field under another
+    name; the alias that keeps its own name replaced the author's ``Field(alias=...)`` (in
+    ``Annotated``), so the model was offered ``_q`` where pydantic-ai offers ``query``."""
+
+    def f(_q: Annotated[str, Field(alias="query")],
+          _n: int = Field(2, alias="count"),
+          schema: str = Field("s", validation_alias="kind")) -> None:
+        """F."""
+
+    for fast in (True, False):
+        found = function_schema(f, _fast=fast)
+        assert list(found.parameters["properties"]) == ["query", "count", "kind"]
+        assert found.validate("t", {"query": "q", "count": 3, "kind": "k"}) == {
+            "_q": "q", "_n": 3, "schema": "k"}
+        with pytest.raises(ToolInputError):
+            found.validate("t", {"_q": "q"})
