@@ -12,8 +12,18 @@ from typing import Any
 
 from jianmu.tools._hints import has_own_signature, may_annotate, module_globals, plain_hints
 
-__all__ = ("is_coroutine_function", "is_generator_function", "may_inject_any", "read_signature",
-           "resolve_hints", "unbound_method_problem", "unwrap")
+__all__ = ("in_class_body", "is_coroutine_function", "is_generator_function", "may_inject_any",
+           "read_signature", "resolve_hints", "unbound_method_problem", "unwrap")
+
+
+def in_class_body(fn: Any) -> bool:
+    """Whether ``fn`` was defined in a class body (its qualified name says ``Class.name``, not
+    ``name`` nor ``outer.<locals>.name``): only then is a first parameter ``cls`` the class's
+    (a module's ``label(cls, text)`` takes a class label from the model)."""
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str) or "." not in qualname:
+        return False
+    return qualname.rsplit(".", 2)[-2] != "<locals>"
 
 
 def unwrap(fn: Any, stop: Callable[[Any], bool] | None = None) -> Any:

@@ -32,7 +32,12 @@ from jianmu.errors import ToolDefinitionError, ToolExecutionError, ToolValidatio
 from jianmu.tools._arguments import drop_default_nulls, input_error, schema_types
 from jianmu.tools._docstrings import docstring_of, parse_docstring
 from jianmu.tools._hints import described, partial_parts
-from jianmu.tools._signatures import is_coroutine_function, is_generator_function, unwrap
+from jianmu.tools._signatures import (
+    in_class_body,
+    is_coroutine_function,
+    is_generator_function,
+    unwrap,
+)
 from jianmu.tools._signatures import read_signature as _signature
 from jianmu.tools._signatures import resolve_hints as _resolve_hints
 from jianmu.tools.calls import (
@@ -798,8 +803,8 @@ def function_schema(
         if param.kind is param.VAR_KEYWORD:
             var_kw = True
             continue
-        if (index == 0 and pname in ("self", "cls") and not inspect.ismethod(target)) or (
-                pname in bound):
+        if (index == 0 and not inspect.ismethod(target) and (pname == "self" or (
+                pname == "cls" and in_class_body(unwrapped)))) or pname in bound:
             if pname not in bound:
                 method_self = pname
             continue

@@ -295,3 +295,32 @@ def test_the_author_s_alias_names_a_private_or_reserved_parameter() -> None:
             "_q": "q", "_n": 3, "schema": "k"}
         with pytest.raises(ToolInputError):
             found.validate("t", {"_q": "q"})
+
+
+def _label(cls: str, text: str) -> str:
+    """Label a text.
+
+    Args:
+        cls: the class label
+        text: the text
+    """
+    return f"{cls}: {text}"
+
+
+def test_a_module_function_s_first_parameter_named_cls_is_the_model_s() -> None:
+    """``cls`` first was taken for a class method's own, left out of the schema, and the tool
+    refused at registration as "a method read from its class"; only a function defined in a
+    class body has such a ``cls``."""
+    made = tool(_label)
+    assert made.parameters["required"] == ["cls", "text"]
+    assert made.unbound_problem() is None
+    assert asyncio.run(made.execute({"cls": "spam", "text": "buy now"})) == "spam: buy now"
+
+    class Labeller:
+        @tool
+        def label(cls, text: str) -> str:
+            """Label."""
+            return text
+
+    assert list(Labeller.label.parameters["properties"]) == ["text"]
+    assert Labeller.label.unbound_problem() is not None
