@@ -246,6 +246,10 @@ def parse_docstring(doc: str | None, style: str = "auto") -> ParsedDocstring:
         return ParsedDocstring()
     if ":`" in doc:
         doc = _ROLE.sub(r"\1", doc)
+    if _GOOGLE_TITLE.match(doc):
+        # no summary: a cleaned docstring's first line is its "Args:", and cleaning it again
+        # (both readers do) took its entries' indentation, and every description with it
+        doc = "\n" + doc
     chosen = _STYLES[style]
     if chosen == "AUTO":
         chosen = _guess_style(doc)

@@ -324,3 +324,21 @@ def test_a_module_function_s_first_parameter_named_cls_is_the_model_s() -> None:
 
     assert list(Labeller.label.parameters["properties"]) == ["text"]
     assert Labeller.label.unbound_problem() is not None
+
+
+def _no_summary(mode: str, count: int = 1) -> str:
+    """
+    Args:
+        mode: how to run
+        count: how many times
+    """
+    return mode * count
+
+
+def test_a_docstring_without_a_summary_keeps_its_parameter_descriptions() -> None:
+    """A docstring opening on "Args:" lost every description: cleaned a second time by both
+    readers, its entries lost their indentation (pydantic-ai reads them)."""
+    found = function_schema(_no_summary)
+    assert found.description == ""
+    assert found.param_descriptions == {"mode": "how to run", "count": "how many times"}
+    assert found.parameters["properties"]["mode"]["description"] == "how to run"
