@@ -167,15 +167,17 @@ class GenFn:
     style: str = "none"
     future: bool = False
     var_kw: bool = False
+    summary: str = ""
 
 
 def _docstring(rng: random.Random, fn: GenFn) -> str:
     style = fn.style
-    summary = rng.choice(["Do the thing.", "Compute: a value", "Look up {x} \"fast\"."])
+    summary = rng.choice(["Do the thing.", "Compute: a value", "Look up {x} \"fast\".", ""])
+    fn.summary = summary if style != "none" else ""
     docs = [(p, p.doc) for p in fn.params if p.doc is not None]
     if style == "none" or not docs:
         return f'    """{summary}"""\n' if style != "none" else ""
-    lines = [summary, ""]
+    lines = [summary, ""] if summary else [""]  # none: the docstring opens on its section
     more = "\n" + " " * (12 if style.startswith("google") else 8)  # a continuation line
     docs = [(p, d.replace("\n", more)) for p, d in docs]
     if style == "google":

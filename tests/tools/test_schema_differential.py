@@ -7,6 +7,7 @@ a list or object sent as a JSON string is decoded."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import collections.abc
 import dataclasses
@@ -15,6 +16,7 @@ import functools
 import inspect
 import json
 import random
+import re
 import types
 import typing
 from pathlib import Path
@@ -53,6 +55,20 @@ def _typed(v: Any) -> Any:
     if isinstance(v, float):
         return ["float", repr(v)]
     return [type(v).__name__, v]
+
+
+def _described(fn: fngen.GenFn, p: fngen.Param) -> str | None:
+    """The description a parameter is offered with: its default's ``Field(description=...)``,
+    its ``Annotated`` Field's, its ``Annotated`` string, else its docstring entry."""
+    for source in (p.default or "", p.ann):
+        found = re.search(r"description='([^']*)'", source)
+        if found:
+            return found.group(1)
+    if "'str metadata doc'" in p.ann:
+        return "str metadata doc"
+    if fn.style == "none" or p.doc is None:
+        return None
+    return str(ast.literal_eval(f'"""{p.doc}"""'))  # as the docstring's literal reads it
 
 
 def _jianmu(schema: Any, args: dict[str, Any]) -> tuple[str, Any]:
@@ -146,7 +162,11 @@ def test_generated_functions_agree_fast_and_slow_and_with_pydantic(
         target = fngen.target(module, fn)
         fast, slow = function_schema(target), function_schema(target, _fast=False)
         assert fast.parameters == slow.parameters, fn.name
-        assert fast.description == slow.description
+        assert fast.description == slow.description == fn.summary, fn.name
+        for p in fn.params:
+            if p.name not in fn.bound:
+                got = fast.parameters["properties"][p.name].get("description")
+                assert got == _described(fn, p), (fn.name, p.name, fn.style)
         for args in fngen.arguments(rng, fn, 25):
             got = _jianmu(fast, args)
             assert got == _jianmu(slow, args), (fn.name, args)
