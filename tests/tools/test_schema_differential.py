@@ -17,6 +17,7 @@ import inspect
 import json
 import random
 import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -154,8 +155,9 @@ def _reference(module: Any, fn: fngen.GenFn, args: dict[str, Any]) -> tuple[str,
 
 @pytest.mark.parametrize("seed", range(6))
 def test_generated_functions_agree_fast_and_slow_and_with_pydantic(
-        seed: int, tmp_path: Path) -> None:
+        seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source, fns = fngen.module_source(seed, 25)
+    monkeypatch.setitem(sys.modules, f"jianmu_fngen_{seed}", None)  # gone after the test
     module = fngen.load(tmp_path / f"gen_{seed}.py", source, f"jianmu_fngen_{seed}")
     rng = random.Random(seed)
     for fn in fns:
@@ -185,10 +187,11 @@ class _Unit(enum.Enum):
 
 @pytest.mark.parametrize("seed", range(2))
 def test_a_generated_tool_s_function_receives_what_validation_gave(
-        seed: int, tmp_path: Path) -> None:
+        seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through `tool(...).execute`: positional-only parameters by position, a method's
     ``self``, a partial's bound keywords, sync in a worker thread and async on the loop."""
     source, fns = fngen.module_source(seed, 25)
+    monkeypatch.setitem(sys.modules, f"jianmu_fngen_run_{seed}", None)  # gone after the test
     module = fngen.load(tmp_path / f"run_{seed}.py", source, f"jianmu_fngen_run_{seed}")
     rng = random.Random(seed)
     calls: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
