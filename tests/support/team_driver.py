@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import subprocess
 import sys
@@ -33,8 +32,7 @@ from typing import Any
 from jianmu import ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.errors import CheckpointError, InteractionError
 from jianmu.nodes import AgentState
-from tests.support.team_scenario import (EDITED_N, TOKENS_IN, Gates, Ledger, build, decision,
-                                         team)
+from tests.support.team_scenario import EDITED_N, TOKENS_IN, Gates, Ledger, build, decision, team
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,26 +58,50 @@ def tag_of(request: Any) -> str:
     return str((request.arguments or {}).get("tag", ""))
 
 
-def decide(runner: ReactiveRunner, seed: int, requests: list[Any], record: Record) -> None:
-    """Decide ``requests`` as the seed says; a question is answered with its tag."""
+def decide(runner: ReactiveRunner, seed: int, requests: list[Any], record: Record,
+           bare: random.Random | None = None) -> None:
+    """Decide ``requests`` as the seed says; a question is answered with its tag. With
+    ``bare``, some are named by their call id alone: taken for the one request of that id,
+    else refused as naming several."""
     for request in requests:
         tag = tag_of(request)
+        name = request.id
+        if bare is not None and bare.random() < 0.4:
+            name = request.id.rsplit("/", 1)[-1]
+            if name in {r.id for r in runner.pending}:  # the whole id of another request
+                name = request.id
         try:
-            if request.kind == "question":
-                runner.answer(request.id, f"A:{tag}")
-                record.decided[request.id] = ("answer", tag)
+            taken = _decide_one(runner, seed, request, name, tag)
+        except InteractionError as exc:
+            # refused as naming several, or as naming a root call's request decided before
+            if name == request.id or not any(w in str(exc) for w in ("requests, of", "already")):
+                record.violations.append(f"deciding {request.id} as {name} was refused: {exc}")
                 continue
-            what = decision(seed, request.id)
-            if what == "reject":
-                runner.reject(request.id)
-            elif what == "edit":
-                runner.approve(request.id, arguments={**(request.arguments or {}),
-                                                      "n": EDITED_N})
-            else:
-                runner.approve(request.id)
-            record.decided[request.id] = (what, tag)
-        except (InteractionError, CheckpointError) as exc:
+            record.steps.append(f"bare {name} refused")
+            try:
+                taken = _decide_one(runner, seed, request, request.id, tag)
+            except (InteractionError, CheckpointError) as again:
+                record.violations.append(f"deciding {request.id} was refused: {again}")
+                continue
+        except CheckpointError as exc:
             record.violations.append(f"deciding {request.id} was refused: {exc}")
+            continue
+        if taken != request.id:
+            record.violations.append(f"deciding {name} took {taken}, not {request.id}")
+        record.decided[request.id] = (
+            "answer" if request.kind == "question" else decision(seed, request.id), tag)
+
+
+def _decide_one(runner: ReactiveRunner, seed: int, request: Any, name: str, tag: str) -> str:
+    """Decide one request, named ``name``; the id of the request taken."""
+    if request.kind == "question":
+        return runner.answer(name, f"A:{tag}")
+    what = decision(seed, request.id)
+    if what == "reject":
+        return runner.reject(name)
+    if what == "edit":
+        return runner.approve(name, arguments={**(request.arguments or {}), "n": EDITED_N})
+    return runner.approve(name)
 
 
 def jianmu_tasks() -> list[asyncio.Task[Any]]:
@@ -91,8 +113,9 @@ def jianmu_tasks() -> list[asyncio.Task[Any]]:
 class Driver:
     """One scenario's walk, in this process and others."""
 
-    def __init__(self, seed: int, where: Path, plan: int | None) -> None:
-        self.seed, self.where = seed, where
+    def __init__(self, seed: int, where: Path, plan: int | None,
+                 processes: bool = True) -> None:
+        self.seed, self.where, self.processes = seed, where, processes
         self.team = team(seed)
         self.ledger = Ledger(where / "ledger.jsonl")
         self.gates = Gates()
@@ -105,8 +128,9 @@ class Driver:
             AgentState, {"messages": [{"role": "user", "content": "Go."}]}),
             checkpointer=self.store, run_id=self.run_id)
 
-    def restore(self) -> None:
+    async def restore(self) -> None:
         """A new runner of the run, from its checkpoint (this process)."""
+        await self.runner.aclose()  # its lease, if it decided since its last run, let go
         self.runner = ReactiveRunner.restore(
             build(self.team, self.ledger, self.gates), self.store, self.run_id,
             state_manager=StateManager(AgentState))
@@ -126,15 +150,19 @@ class Driver:
             timeout = 0.3
         self.gates.on_enter[:] = hooks
         self.ledger.phase = "running"
-        before = len(self.ledger.lines())
+        pending_cleanups: list[Any] = []
+        unsubscribe = self.runner.ctx.events.subscribe("run.cleanup_pending",
+                                                       pending_cleanups.append)
         result = await self.runner.run(timeout=timeout)
+        unsubscribe()
         self.ledger.phase = "returned"
         self.gates.on_enter[:] = []
         self.record.steps.append(f"run:{how}->{result.status.value}")
         if result.status in (RunStatus.CANCELLED, RunStatus.TIMEOUT):
             self.record.stops += 1
         left = jianmu_tasks()
-        if left:
+        # past the timeout's grace a cleanup goes on after run() returned, said by an event
+        if left and not (result.status is RunStatus.TIMEOUT and pending_cleanups):
             self.record.violations.append(
                 f"{result.status.value}: tasks left running {[t.get_name() for t in left]}")
         mark = len(self.ledger.lines())
@@ -150,8 +178,40 @@ class Driver:
             self.record.violations.append(
                 f"after {result.status.value}, ran on: {late_async}")
         self.ledger.phase = "running"
-        del before
         return result
+
+    async def others_here(self, n: int) -> list[dict[str, Any]]:
+        """``n`` other runners of this process restore the run, decide and run it at once."""
+
+        async def other(n: int) -> dict[str, Any]:
+            record, ledger = Record(), Ledger(self.ledger.path, owner=f"other{n}")
+            ran, span, status, error = False, [0.0, 0.0], "claimed", None
+            try:
+                runner = ReactiveRunner.restore(
+                    build(self.team, ledger, self.gates), self.store, self.run_id,
+                    state_manager=StateManager(AgentState))
+                await asyncio.sleep(0)  # both have restored before either decides
+                decide(runner, self.seed, list(runner.pending), record)
+                record.violations.clear()  # a decision the racer took first is refused here
+                began = time.monotonic()
+                result = await runner.run(timeout=120)
+                await runner.aclose()
+                span = [began, time.monotonic()]
+                ran = any(line["owner"] == ledger.owner for line in ledger.lines())
+                status, error = result.status.value, result.error
+            except CheckpointError as exc:
+                error = str(exc)
+            return {"status": status, "error": error, "ran": ran, "span": span,
+                    "violations": record.violations,
+                    "decided": [[k, *v] for k, v in record.decided.items()]}
+
+        return list(await asyncio.gather(*(other(i) for i in range(n))))
+
+    async def others(self, n: int) -> list[dict[str, Any]]:
+        """``n`` other owners (processes, or runners here) take the run on at once."""
+        if self.processes:
+            return await asyncio.to_thread(self.other_process, n)
+        return await self.others_here(n)
 
     def other_process(self, n: int = 1) -> list[dict[str, Any]]:
         """``n`` other processes restore the run, decide and run it at once."""
@@ -217,23 +277,27 @@ class Driver:
             return result
         if roll < 0.25:
             self.record.steps.append("other process")
-            for end in self.other_process():
+            if plan.random() < 0.5:  # some decided here first: saved as they are made
+                decide(self.runner, self.seed, plan.sample(pending, plan.randint(
+                    1, len(pending))), self.record)
+            await self.runner.aclose()  # what it decided handed on: its lease let go
+            for end in await self.others(1):
                 self._take(end)
-            self.restore()
+            await self.restore()
             return await self.run()
         if roll < 0.35:
             self.record.steps.append("race")
-            ends = self.other_process(2)
+            ends = await self.others(2)
             for end in ends:
                 self._take(end)
             both = [e["span"] for e in ends if e["ran"]]
             if len(both) == 2 and both[0][0] < both[1][1] and both[1][0] < both[0][1]:
                 self.record.violations.append(f"two processes ran at once: {ends}")
-            self.restore()
+            await self.restore()
             return await self.run()
         if roll < 0.45:
             self.record.steps.append("restore here")
-            self.restore()
+            await self.restore()
         subset = pending if plan.random() < 0.7 else plan.sample(
             pending, plan.randint(1, len(pending)))
         decide(self.runner, self.seed, subset, self.record)
@@ -255,7 +319,7 @@ class Driver:
             self.record.violations.append(f"pending ids repeat: {ids}")
         for request in pending:
             tag = tag_of(request)
-            agent = tag.split(".")[0]
+            agent = tag.split("@")[0]
             if agent != "lead" and not request.id.startswith(agent + "/"):
                 if f"/{agent}/" not in request.id:
                     self.record.violations.append(
@@ -299,13 +363,22 @@ class Driver:
                 usage.requests != models or usage.input_tokens != TOKENS_IN * models):
             violations.append(f"usage {usage.requests} requests, {usage.input_tokens} tokens"
                               f" in; the models were called {models} times")
+        # every call that ran counts once: a plain tool's, a sub-agent's, an answered question
+        runs = {(line["who"], line["given"]) for line in lines if line["k"] == "model"}
+        calls = sum(starts.values()) + len(runs) - 1 + sum(
+            1 for what, _tag in self.record.decided.values() if what == "answer")
+        if result.ok and usage is not None and not self.record.stops and \
+                "send" not in self.record.steps and usage.tool_calls != calls:
+            violations.append(f"usage {usage.tool_calls} tool calls; {calls} ran")
         return violations
 
 
-async def drive(seed: int, where: Path, plan: int | None) -> tuple[Driver, Any, list[str]]:
-    """Walk the scenario of ``seed`` by ``plan`` (None: decide all, never restore)."""
+async def drive(seed: int, where: Path, plan: int | None,
+                processes: bool = True) -> tuple[Driver, Any, list[str]]:
+    """Walk the scenario of ``seed`` by ``plan`` (None: decide all, never restore); other
+    owners are other processes, or with ``processes=False`` other runners of this one."""
     where.mkdir(parents=True, exist_ok=True)
-    driver = Driver(seed, where, plan)
+    driver = Driver(seed, where, plan, processes)
     try:
         result = await driver.walk()
     finally:
@@ -315,10 +388,10 @@ async def drive(seed: int, where: Path, plan: int | None) -> tuple[Driver, Any, 
     return driver, result, violations
 
 
-async def compare(seed: int, where: Path, plan: int) -> list[str]:
+async def compare(seed: int, where: Path, plan: int, processes: bool = True) -> list[str]:
     """The plan's walk, and a plain walk: when the plan stopped nothing and sent nothing,
     both end with the same answer."""
-    planned, result, violations = await drive(seed, where / "planned", plan)
+    planned, result, violations = await drive(seed, where / "planned", plan, processes)
     _plain, plain_result, plain_violations = await drive(seed, where / "plain", None)
     violations += [f"(plain) {v}" for v in plain_violations]
     if not planned.record.stops and "send" not in planned.record.steps and result.ok and \
@@ -350,7 +423,7 @@ def _other(seed: int, db: str, run_id: str, ledger_path: str) -> None:
             result = runner.run_sync(timeout=120)
             span = [began, time.time()]
             ledger.phase = "returned"
-            ran = any(line["pid"] == os.getpid() for line in ledger.lines())
+            ran = any(line["owner"] == ledger.owner for line in ledger.lines())
             status, error = result.status.value, result.error
         except CheckpointError as exc:
             error = str(exc)

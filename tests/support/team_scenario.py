@@ -25,7 +25,7 @@ from typing import Any
 
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import BaseLLMProvider, ChatRequest, LLMResponse, Usage
-from jianmu.nodes import agent_tool, create_react_node
+from jianmu.nodes import Agent, agent_tool, create_react_node
 from jianmu.tools import ToolSet, tool
 from jianmu.tools.calls import ToolCall
 
@@ -39,16 +39,18 @@ class Ledger:
     ``phase`` is what the driver is doing (``running``, or ``returned`` once `run()` returned:
     a line written then ran while the run was suspended or stopped)."""
 
-    def __init__(self, path: Path, phase: str = "running") -> None:
+    def __init__(self, path: Path, phase: str = "running", owner: str = "") -> None:
         self.path = path
         self.phase = phase
+        self.owner = owner or str(os.getpid())
+        """Who runs the run: written on each line (a process, or a runner of one)."""
         self._lock = threading.Lock()
         self.threads = 0
         self.idle = threading.Condition(self._lock)
 
     def write(self, kind: str, **fields: Any) -> None:
         """Append one line (thread-safe; in any process)."""
-        line = json.dumps({"k": kind, "phase": self.phase, "pid": os.getpid(), **fields})
+        line = json.dumps({"k": kind, "phase": self.phase, "owner": self.owner, **fields})
         with self._lock, open(self.path, "a", encoding="utf-8") as out:
             out.write(line + "\n")
 
@@ -142,6 +144,8 @@ class AgentSpec:
     name: str
     batches: list[list[tuple[str, ...]]]
     children: dict[str, AgentSpec] = field(default_factory=dict)
+    as_agent: bool = False
+    """Built as an `Agent` and given as `Agent.as_tool`, not `create_react_node`."""
 
 
 @dataclass
@@ -166,7 +170,7 @@ class Team:
 def _agent(rng: random.Random, name: str, level: int, depth: int,
            kinds: list[ToolKind], budget: list[int]) -> AgentSpec:
     """An agent; ``budget`` holds how many more agents the team may have."""
-    spec = AgentSpec(name=name, batches=[])
+    spec = AgentSpec(name=name, batches=[], as_agent=rng.random() < 0.3)
     for turn in range(rng.randint(1, 2)):
         batch: list[tuple[str, ...]] = []
         parallel = rng.random() < 0.5  # sub-agents and parallel-safe tools only: run at once
@@ -177,6 +181,8 @@ def _agent(rng: random.Random, name: str, level: int, depth: int,
                 child = f"{name}_{turn}{i}"
                 spec.children[child] = _agent(rng, child, level + 1, depth, kinds, budget)
                 batch.append(("agent", child))
+                if parallel and rng.random() < 0.3:  # called twice at once: two runs of it
+                    batch.append(("agent", child))
             elif roll < 0.65 and not parallel:
                 batch.append(("ask",))
             else:
@@ -216,6 +222,8 @@ class TeamModel(BaseLLMProvider):
     async def send(self, request: ChatRequest) -> LLMResponse:
         messages = list(request.messages)
         turn = sum(1 for m in messages if m.role == "assistant")
+        asked = next((m.content or "" for m in messages if m.role == "user"), "")
+        self.given = asked.removeprefix("go ") if asked.startswith("go ") else ""
         self._check_answers(messages)
         if turn < len(self.spec.batches):
             calls = [self._call(turn, i, entry)
@@ -225,14 +233,15 @@ class TeamModel(BaseLLMProvider):
             results = _results(messages)
             said = " | ".join(f"{k}={results[k]}" for k in sorted(results))
             message = Message.assistant(f"{self.spec.name}[{said}]")
-        self.ledger.write("model", who=self.spec.name, turn=turn)
+        self.ledger.write("model", who=self.spec.name, turn=turn, given=self.given)
         return LLMResponse(message=message,
                            usage=Usage(input_tokens=TOKENS_IN, output_tokens=TOKENS_OUT),
                            finish_reason="tool_calls" if message.tool_calls else "stop",
                            model=self.model)
 
     def _call(self, turn: int, i: int, entry: tuple[str, ...]) -> dict[str, Any]:
-        tag, call_id = f"{self.spec.name}.{turn}.{i}", f"c{turn}_{i}"  # ids shared by agents
+        # a tag of its own for each call of each run (a sub-agent may run twice at once)
+        tag, call_id = f"{self.spec.name}@{self.given}.{turn}.{i}", f"c{turn}_{i}"
         if entry[0] == "ask":
             return {"id": call_id, "name": "ask_user", "arguments": {"question": f"Q:{tag}"}}
         if entry[0] == "agent":
@@ -295,12 +304,20 @@ def build(sc: Team, ledger: Ledger, gates: Gates) -> Any:
     """The team's tree: the lead agent, its sub-agents as tools (a tree per call)."""
     by_kind = {k.name: make_tool(k, ledger, gates) for k in sc.kinds}
 
-    def agent(spec: AgentSpec) -> Any:
+    def tools_of(spec: AgentSpec) -> list[Any]:
         tools: list[Any] = [*by_kind.values(), *ToolSet.resolve(["ask_user"])]
         for child in spec.children.values():
+            if child.as_agent:
+                tools.append(Agent(TeamModel(child, ledger), tools=tools_of(child),
+                                   name=child.name, max_iterations=20).as_tool(
+                    description=f"The {child.name} agent."))
+                continue
             tools.append(agent_tool(_factory(child), name=child.name,
                                     description=f"The {child.name} agent."))
-        return create_react_node(TeamModel(spec, ledger), tools, name=spec.name,
+        return tools
+
+    def agent(spec: AgentSpec) -> Any:
+        return create_react_node(TeamModel(spec, ledger), tools_of(spec), name=spec.name,
                                  max_iterations=20)
 
     def _factory(spec: AgentSpec) -> Any:
