@@ -148,18 +148,27 @@ class Driver:
             hooks.append(lambda _tag: loop.call_soon_threadsafe(runner.cancel))
         if how == "timeout":
             timeout = 0.3
+        if how == "short":  # a timeout that may land anywhere, the gates open
+            timeout = (self.plan or random.Random(0)).uniform(0.01, 0.3)
         self.gates.on_enter[:] = hooks
         self.ledger.phase = "running"
         pending_cleanups: list[Any] = []
-        unsubscribe = self.runner.ctx.events.subscribe("run.cleanup_pending",
-                                                       pending_cleanups.append)
+        unsubscribe = [self.runner.ctx.events.subscribe("run.cleanup_pending",
+                                                        pending_cleanups.append)]
+        unsubscribe += self._event_hooks(how)
         result = await self.runner.run(timeout=timeout)
-        unsubscribe()
+        for undo in unsubscribe:
+            undo()
         self.ledger.phase = "returned"
         self.gates.on_enter[:] = []
         self.record.steps.append(f"run:{how}->{result.status.value}")
         if result.status in (RunStatus.CANCELLED, RunStatus.TIMEOUT):
             self.record.stops += 1
+        if how == "decide_early" and result.status is RunStatus.SUSPENDED and \
+                self.runner.pending and all(r.id in self.record.decided
+                                            for r in self.runner.pending):
+            self.record.violations.append(
+                f"suspended on requests decided while it settled: {self.runner.pending}")
         left = jianmu_tasks()
         # past the timeout's grace a cleanup goes on after run() returned, said by an event
         if left and not (result.status is RunStatus.TIMEOUT and pending_cleanups):
@@ -179,6 +188,33 @@ class Driver:
                 f"after {result.status.value}, ran on: {late_async}")
         self.ledger.phase = "running"
         return result
+
+    def _event_hooks(self, how: str) -> list[Any]:
+        """``cancel_at``: a cancel at the k-th of a random event; ``decide_early``: every
+        request decided as soon as the run says it suspends (while calls still settle)."""
+        plan, runner = self.plan or random.Random(0), self.runner
+        loop = asyncio.get_running_loop()
+        if how == "cancel_at":
+            name = plan.choice(["tool.call.started", "tool.call.completed", "tool.call.failed",
+                                "tool.call.suspended", "llm.call.started", "run.suspended",
+                                "interaction.answered"])
+            count, seen = plan.randint(1, 4), [0]
+            self.record.steps.append(f"cancel at {name} #{count}")
+
+            def maybe_cancel(_event: Any) -> None:
+                seen[0] += 1
+                if seen[0] == count:
+                    loop.call_soon_threadsafe(runner.cancel)
+
+            return [runner.ctx.events.subscribe(name, maybe_cancel)]
+        if how == "decide_early":
+            def decide_soon(_event: Any) -> None:
+                loop.call_soon(lambda: decide(runner, self.seed, [
+                    r for r in runner.pending if r.id not in self.record.decided],
+                    self.record))
+
+            return [runner.ctx.events.subscribe("run.suspended", decide_soon)]
+        return []
 
     async def others_here(self, n: int) -> list[dict[str, Any]]:
         """``n`` other runners of this process restore the run, decide and run it at once."""
@@ -301,7 +337,8 @@ class Driver:
         subset = pending if plan.random() < 0.7 else plan.sample(
             pending, plan.randint(1, len(pending)))
         decide(self.runner, self.seed, subset, self.record)
-        how = plan.choice(["plain"] * 4 + ["cancel", "timeout"])
+        how = plan.choice(["plain"] * 4 + ["cancel", "timeout", "short", "cancel_at",
+                                           "decide_early"])
         return await self.run(how)
 
     def _take(self, end: dict[str, Any]) -> None:
