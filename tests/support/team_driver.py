@@ -148,6 +148,15 @@ class Driver:
             hooks.append(lambda _tag: loop.call_soon_threadsafe(runner.cancel))
         if how == "timeout":
             timeout = 0.3
+        contenders: list[asyncio.Task[Any]] = []
+        if how == "contend":  # another owner tries the run while a slow tool holds it here
+            self.gates.hold()
+
+            def contend(_tag: str) -> None:
+                if not contenders:
+                    contenders.append(loop.create_task(self._contend()))
+
+            hooks.append(lambda tag: loop.call_soon_threadsafe(contend, tag))
         if how == "short":  # a timeout that may land anywhere, the gates open
             timeout = (self.plan or random.Random(0)).uniform(0.01, 0.3)
         self.gates.on_enter[:] = hooks
@@ -159,6 +168,8 @@ class Driver:
         result = await self.runner.run(timeout=timeout)
         for undo in unsubscribe:
             undo()
+        for contender in contenders:
+            await contender
         self.ledger.phase = "returned"
         self.gates.on_enter[:] = []
         self.record.steps.append(f"run:{how}->{result.status.value}")
@@ -189,6 +200,17 @@ class Driver:
         self.ledger.phase = "running"
         return result
 
+    async def _contend(self) -> None:
+        """Another owner restores, decides and runs the run while it runs here: refused,
+        nothing of it runs; then the slow tools here go on."""
+        try:
+            for end in await self.others(1):
+                if end["ran"] or end["status"] != "claimed":
+                    self.record.violations.append(f"a second owner went on: {end}")
+            self.record.steps.append("contended")
+        finally:
+            self.gates.release()
+
     def _event_hooks(self, how: str) -> list[Any]:
         """``cancel_at``: a cancel at the k-th of a random event; ``decide_early``: every
         request decided as soon as the run says it suspends (while calls still settle)."""
@@ -196,14 +218,14 @@ class Driver:
         loop = asyncio.get_running_loop()
         if how == "cancel_at":
             name = plan.choice(["tool.call.started", "tool.call.completed", "tool.call.failed",
-                                "tool.call.suspended", "llm.call.started", "run.suspended",
-                                "interaction.answered"])
-            count, seen = plan.randint(1, 4), [0]
+                                "tool.call.suspended", "llm.call.started", "run.suspended"])
+            count, seen = plan.randint(1, 3), [0]
             self.record.steps.append(f"cancel at {name} #{count}")
 
             def maybe_cancel(_event: Any) -> None:
                 seen[0] += 1
                 if seen[0] == count:
+                    self.record.steps.append("cancelled")
                     loop.call_soon_threadsafe(runner.cancel)
 
             return [runner.ctx.events.subscribe(name, maybe_cancel)]
@@ -338,7 +360,7 @@ class Driver:
             pending, plan.randint(1, len(pending)))
         decide(self.runner, self.seed, subset, self.record)
         how = plan.choice(["plain"] * 4 + ["cancel", "timeout", "short", "cancel_at",
-                                           "decide_early"])
+                                           "decide_early", "contend"])
         return await self.run(how)
 
     def _take(self, end: dict[str, Any]) -> None:
@@ -364,6 +386,15 @@ class Driver:
             if request.id in self.record.decided:
                 self.record.violations.append(f"{request.id} asked again after its decision")
 
+    def _told(self, request_id: str) -> list[str]:
+        """What the model that made ``request_id``'s call read as its result."""
+        where, _, call_id = request_id.rpartition("/")
+        state = self.runner.state
+        scopes = [state.scope(ns) for ns in state.namespaces()
+                  if ns.replace(".", "/").endswith(where)] if where else [state.root]
+        return [str(m.content) for view in scopes for m in view.get("messages") or ()
+                if m.role == "tool" and m.tool_call_id == call_id]
+
     def check_end(self, result: Any) -> list[str]:
         """The end's checks; every violation found."""
         lines = self.ledger.lines()
@@ -377,7 +408,7 @@ class Driver:
                 violations.append(f"rejected {request_id} ran")
             if what in ("approve", "edit") and not starts[tag] and result.ok and \
                     tag not in self.record.sent_after:
-                violations.append(f"approved {request_id} never ran")
+                violations.append(f"approved {request_id} never ran: {self._told(request_id)}")
             if what == "edit":
                 ran = [line["n"] for line in lines if line["k"] == "start" and
                        line["tag"] == tag]

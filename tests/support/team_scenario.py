@@ -195,11 +195,12 @@ def _agent(rng: random.Random, name: str, level: int, depth: int,
 def team(seed: int) -> Team:
     """The team of ``seed``: the same in every process."""
     rng = random.Random(f"team-{seed}")
-    kinds = sorted({ToolKind(confirm=rng.random() < 0.5, slow=rng.random() < 0.4,
+    kinds = sorted({ToolKind(confirm=rng.random() < 0.5, slow=rng.random() < 0.6,
                              fails=rng.random() < 0.2, sync=rng.random() < 0.3,
                              parallel=rng.random() < 0.5)
                     for _ in range(rng.randint(2, 5))}
-                   | {ToolKind(confirm=True), ToolKind(confirm=True, parallel=True)},
+                   | {ToolKind(confirm=True), ToolKind(confirm=True, parallel=True),
+                      ToolKind(slow=True, parallel=rng.random() < 0.5)},
                    key=lambda k: k.name)
     depth = rng.choice([0, 1, 1, 2, 2])  # levels below the lead: 1 to 3 levels in all
     return Team(seed=seed, kinds=kinds, lead=_agent(rng, "lead", 0, depth, kinds, [6]))
