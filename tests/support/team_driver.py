@@ -127,6 +127,9 @@ class Driver:
         self.runner = ReactiveRunner(build(self.team, self.ledger, self.gates), StateManager(
             AgentState, {"messages": [{"role": "user", "content": "Go."}]}),
             checkpointer=self.store, run_id=self.run_id)
+        for branch in self.team.branches:  # an agent beside the lead, in its own namespace
+            self.runner.state.scope(branch.name).update(
+                {"messages": [{"role": "user", "content": "Go."}]})
 
     async def restore(self) -> None:
         """A new runner of the run, from its checkpoint (this process)."""
@@ -386,6 +389,12 @@ class Driver:
             if request.id in self.record.decided:
                 self.record.violations.append(f"{request.id} asked again after its decision")
 
+    def answers(self) -> list[Any]:
+        """The final answers of the lead and of the agents beside it."""
+        state = self.runner.state
+        return [state.get("final_answer")] + [state.scope(b.name).get("final_answer")
+                                              for b in self.team.branches]
+
     def _told(self, request_id: str) -> list[str]:
         """What the model that made ``request_id``'s call read as its result."""
         where, _, call_id = request_id.rpartition("/")
@@ -432,8 +441,9 @@ class Driver:
             violations.append(f"usage {usage.requests} requests, {usage.input_tokens} tokens"
                               f" in; the models were called {models} times")
         # every call that ran counts once: a plain tool's, a sub-agent's, an answered question
-        runs = {(line["who"], line["given"]) for line in lines if line["k"] == "model"}
-        calls = sum(starts.values()) + len(runs) - 1 + sum(
+        runs = {(line["who"], line["given"]) for line in lines  # a sub-agent's runs
+                if line["k"] == "model" and line["given"]}
+        calls = sum(starts.values()) + len(runs) + sum(
             1 for what, _tag in self.record.decided.values() if what == "answer")
         if result.ok and usage is not None and not self.record.stops and \
                 "send" not in self.record.steps and usage.tool_calls != calls:
@@ -464,8 +474,7 @@ async def compare(seed: int, where: Path, plan: int, processes: bool = True) -> 
     violations += [f"(plain) {v}" for v in plain_violations]
     if not planned.record.stops and "send" not in planned.record.steps and result.ok and \
             plain_result.ok:
-        answers = (planned.runner.state.get("final_answer"),
-                   _plain.runner.state.get("final_answer"))
+        answers = (planned.answers(), _plain.answers())
         if answers[0] != answers[1]:
             violations.append(f"the final answers differ: {answers}")
     if violations:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import py_trees
+
 from jianmu.llm.messages import Message
 from jianmu.llm.provider import BaseLLMProvider, ChatRequest, LLMResponse, Usage
 from jianmu.nodes import Agent, agent_tool, create_react_node
@@ -155,11 +157,13 @@ class Team:
     seed: int
     kinds: list[ToolKind]
     lead: AgentSpec
+    branches: list[AgentSpec] = field(default_factory=list)
+    """Agents beside the lead under a py_trees Parallel, each in a namespace of its name."""
 
     def agents(self) -> dict[str, AgentSpec]:
         """Every agent by name."""
         found: dict[str, AgentSpec] = {}
-        todo = [self.lead]
+        todo = [self.lead, *self.branches]
         while todo:
             spec = todo.pop()
             found[spec.name] = spec
@@ -203,7 +207,10 @@ def team(seed: int) -> Team:
                       ToolKind(slow=True, parallel=rng.random() < 0.5)},
                    key=lambda k: k.name)
     depth = rng.choice([0, 1, 1, 2, 2])  # levels below the lead: 1 to 3 levels in all
-    return Team(seed=seed, kinds=kinds, lead=_agent(rng, "lead", 0, depth, kinds, [6]))
+    lead = _agent(rng, "lead", 0, depth, kinds, [6])
+    branches = [_agent(rng, f"b{n}", 1, depth, kinds, [2])
+                for n in range(1, rng.randint(2, 3))] if rng.random() < 0.3 else []
+    return Team(seed=seed, kinds=kinds, lead=lead, branches=branches)
 
 
 # -- the model -------------------------------------------------------------------------------------
@@ -324,7 +331,16 @@ def build(sc: Team, ledger: Ledger, gates: Gates) -> Any:
     def _factory(spec: AgentSpec) -> Any:
         return lambda: agent(spec)
 
-    return agent(sc.lead)
+    if not sc.branches:
+        return agent(sc.lead)
+    nodes = [agent(sc.lead)]
+    for spec in sc.branches:  # an agent's nodes in a py_trees tree, in a namespace of its own
+        branch = agent(spec)
+        for node in branch.iterate():
+            node.namespace = spec.name
+        nodes.append(branch)
+    return py_trees.composites.Parallel(
+        "team", policy=py_trees.common.ParallelPolicy.SuccessOnAll(), children=nodes)
 
 
 def decision(seed: int, request_id: str) -> str:
