@@ -318,7 +318,18 @@ class Driver:
         plan = self.plan
         pending = list(self.runner.pending)
         if result.status is not RunStatus.SUSPENDED or not pending:
-            if plan is not None and plan.random() < 0.3 and not pending:
+            roll = plan.random() if plan is not None else 1.0
+            if roll < 0.2:  # a stopped run goes on in another process
+                self.record.steps.append("stopped, other process")
+                await self.runner.aclose()
+                for end in await self.others(1):
+                    self._take(end)
+                await self.restore()
+                return await self.run()
+            if roll < 0.35:
+                self.record.steps.append("stopped, restore here")
+                await self.restore()
+            if plan is not None and plan.random() < 0.3 and not self.runner.pending:
                 self.runner.send("And then?")
                 self.record.sent_after |= {t for w, t in self.record.decided.values()
                                            if w in ("approve", "edit")}
