@@ -36,7 +36,7 @@ pytestmark = pytest.mark.timeout(300)
 FIRST = int(os.environ.get("JIANMU_TEAM_FIRST", "0"))
 SEEDS = int(os.environ.get("JIANMU_TEAM_SEEDS", "24"))
 PROCESSES = os.environ.get("JIANMU_TEAM_PROCESSES") == "1"
-OTHER_PROCESS_SEEDS = [1, 25]  # other owners are other processes: about a second each
+OTHER_PROCESS_SEEDS = [1, 3]  # another process goes on with the run; two race (3)
 
 
 @pytest.mark.parametrize("seed", range(FIRST, FIRST + SEEDS))

@@ -373,8 +373,8 @@ class Driver:
         subset = pending if plan.random() < 0.7 else plan.sample(
             pending, plan.randint(1, len(pending)))
         decide(self.runner, self.seed, subset, self.record)
-        how = plan.choice(["plain"] * 4 + ["cancel", "timeout", "short", "cancel_at",
-                                           "decide_early", "contend"])
+        how = plan.choice(["plain"] * 3 + ["cancel"] * 2 + ["short"] * 2 + ["cancel_at"] * 3
+                          + ["timeout", "decide_early", "contend"])
         return await self.run(how)
 
     def _take(self, end: dict[str, Any]) -> None:
