@@ -1,5 +1,6 @@
 """`ReactiveRunner.send`'s work: the user's next message added to the conversation, or kept
-while a run told to stop is still stopping, and added as it ends (`add_sent`)."""
+while a run told to stop is still stopping, or stands suspended on requests all decided, and
+added as it ends (`add_sent`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,7 @@ __all__ = ("add_sent", "send")
 def send(runner: Any, message: Any, namespace: str | None) -> None:
     """Add ``message`` to ``runner``'s conversation (`ReactiveRunner.send`)."""
     if runner._running and runner._cancel_requested:  # stopping: the message is the next turn
-        view = runner.state.scope(namespace) if namespace else runner.state.root
-        view.check_port_messages(message if not isinstance(message, str) else
-                                 {"role": "user", "content": message})  # refused now, or kept
-        runner._sent.append((message, namespace))
+        _keep(runner, message, namespace)
         return
     if runner._running:
         raise RuntimeError("send() while the run is going; await run() first")
@@ -24,7 +22,22 @@ def send(runner: Any, message: Any, namespace: str | None) -> None:
         raise RuntimeError(
             f"the run waits for approval ({waiting}); approve or reject before sending more"
         )
+    if runner._suspended_at is not None:
+        # every request decided, none acted on yet: the calls they let go on (a sub-agent's
+        # turn, a batch) come first, and the message after the run that makes them; added
+        # now, it stood between a call and its result, and the calls ran for a conversation
+        # that had moved on
+        _keep(runner, message, namespace)
+        return
     _add(runner, message, namespace)
+
+
+def _keep(runner: Any, message: Any, namespace: str | None) -> None:
+    """Check ``message`` now (refused at once) and keep it to add as the run ends."""
+    view = runner.state.scope(namespace) if namespace else runner.state.root
+    view.check_port_messages(message if not isinstance(message, str) else
+                             {"role": "user", "content": message})
+    runner._sent.append((message, namespace))
 
 
 def add_sent(runner: Any) -> None:

@@ -754,6 +754,8 @@ def restored(
         _keep_finished(runner, data.get("nodes", {}))
         unmatched(runner._restored_nodes, dict(runner._walk(runner.root, "0")))
         runner._restored_end(data.get("status"), data.get("error"))
+        if data.get("status") == "suspended":  # it stands suspended: a `send` waits for it
+            runner._suspended_at = time.monotonic()
     except BaseException:
         if claim is not None:
             claim.release()

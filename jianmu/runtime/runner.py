@@ -433,8 +433,8 @@ class ReactiveRunner:
         root.
 
         Sent while a run told to stop is still stopping (`cancel`, a `stream` its reader left
-        with a ``break``), the message is checked at once and added as that run ends, as a
-        ``run()`` in between waits for it to end: the next run answers it.
+        with a ``break``) or stands suspended, each request decided, the message is checked and
+        added as that run (or the one acting on the decisions) ends: the next run answers it.
 
         Raises:
             RuntimeError: the run is going, or waits for approval (decide that first).
