@@ -51,3 +51,11 @@ def test_a_random_team_resumed_by_other_processes_keeps_every_promise(
 ) -> None:
     violations = asyncio.run(compare(seed, tmp_path, 0, processes=True))
     assert not violations, f"seed {seed}:\n" + "\n".join(f"- {v}" for v in violations)
+
+
+@pytest.mark.parametrize("seed", [1317])
+def test_a_team_that_found_a_bug_keeps_every_promise(seed: int, tmp_path: Path) -> None:
+    """Seed 1317: a message sent once every request was decided stood between a call and its
+    result, and approved calls never ran (`tests/runtime/test_send_after_decisions.py`)."""
+    violations = asyncio.run(compare(seed, tmp_path, 1, processes=False))
+    assert not violations, f"seed {seed}:\n" + "\n".join(f"- {v}" for v in violations)

@@ -32,6 +32,7 @@ from typing import Any
 from jianmu import ReactiveRunner, RunStatus, SQLiteCheckpointer, StateManager
 from jianmu.errors import CheckpointError, InteractionError
 from jianmu.nodes import AgentState
+from tests.support.scenario import unpaired_calls
 from tests.support.team_scenario import EDITED_N, TOKENS_IN, Gates, Ledger, build, decision, team
 
 REPO = Path(__file__).resolve().parents[2]
@@ -445,6 +446,12 @@ class Driver:
             if line["k"] == "answer_read" and line["got"].startswith("A:") and \
                     line["got"] != f"A:{line['tag']}":
                 violations.append(f"{line['who']} read {line['got']} for {line['tag']}")
+        if result.ok:  # each call answered right after it (OpenAI's rule), a message never
+            for view in [self.runner.state.root, *(  # between a call and its result
+                    self.runner.state.scope(b.name) for b in self.team.branches)]:
+                problems = unpaired_calls(list(view.get("messages") or ()))
+                if problems:
+                    violations.append(f"the conversation is out of order: {problems}")
         models = sum(1 for line in lines if line["k"] == "model")
         usage = result.usage
         if result.ok and usage is not None and (
