@@ -15,6 +15,8 @@ What ran is counted by the tools and models in a ledger file, outside the engine
 - every approved call runs exactly once (a call stopped in flight at most once), no rejected
   call runs, an edited one runs with the edit, each answer reaches the agent that asked;
 - the root's ``usage`` counts every model call and every call that ran, of every agent;
+- in the lead's conversation (and each agent's beside it) every call's result comes right
+  after it, a message sent never between them;
 - the final answer is the one a plain walk (decide all, never restore) ends with.
 
 ``JIANMU_TEAM_SEEDS=300`` runs more seeds (``JIANMU_TEAM_FIRST`` moves the first one);
