@@ -95,9 +95,8 @@ class GuardedTurn(AsyncNode):
         first = tuple(g for g in guardrails if runs_first(g))
         if first:  # the model is asked once they passed: their trip sends nothing
             self._gate = asyncio.get_running_loop().create_future()
-            guardrails = (*first, *(g for g in guardrails if g not in first))
         return started_task(self._input_checked(
-            guardrails, unanswered, constraints.guard.guardrails.timeout_s, len(first)))
+            guardrails, unanswered, constraints.guard.guardrails.timeout_s, first))
 
     def _input_passed(self, constraints: Constraints) -> None:
         """The latest user message as the input guardrails passed it (a sealed turn they
@@ -111,12 +110,15 @@ class GuardedTurn(AsyncNode):
 
     async def _input_checked(
         self, guardrails: Sequence[Guardrail], messages: Sequence[Message],
-        timeout: float | None, first: int = 0,
+        timeout: float | None, first: Sequence[Guardrail] = (),
     ) -> GuardrailTripped | None:
-        """The first trip of ``guardrails`` on ``messages``; the ``first`` of them (those run
-        before the model is asked) on every message before the others, the gate opened then."""
+        """The first trip of ``guardrails`` on ``messages``; those of them in ``first`` (run
+        before the model is asked) on every message before the others, the gate opened then.
+        The note of what passed keeps ``guardrails`` as configured, which the next turn's are
+        compared with."""
         gate = self._gate
-        groups = (guardrails,) if not first else (guardrails[:first], guardrails[first:])
+        groups = (guardrails,) if not first else (
+            first, tuple(g for g in guardrails if not runs_first(g)))
         for group in groups:
             for message in messages:  # each, oldest first: the model reads them all
                 found = await run_guardrails("input", group, self.ctx, message.content or "",

@@ -115,3 +115,25 @@ async def test_a_run_cancelled_while_it_checks_stops_the_check_and_sends_nothing
     result = await run
     assert result.status is RunStatus.CANCELLED
     assert stopped.is_set() and llm.requests == []
+
+
+async def test_a_message_one_runs_first_passed_is_not_checked_again_next_turn() -> None:
+    seen: list[tuple[str, str]] = []
+
+    def beside(ctx: Any, text: str) -> None:
+        seen.append(("beside", text))
+
+    class First:
+        run_in_parallel = False
+
+        def __call__(self, ctx: Any, text: str) -> None:
+            seen.append(("first", text))
+
+    llm = ScriptedLLM([[{"name": "lookup", "arguments": {"city": "Paris"}}], "sunny in Paris"])
+    # the one that runs first is listed last: the turn puts it first, the note keeps the list
+    runner = ReactiveRunner(create_react_node(llm, [lookup], input_guardrails=[beside, First()]),
+                            start("weather in Paris?"))
+    result = await runner.run(timeout=60)
+    assert result.status is RunStatus.SUCCESS, result.error
+    assert len(llm.requests) == 2
+    assert seen == [("first", "weather in Paris?"), ("beside", "weather in Paris?")]
